@@ -1,0 +1,26 @@
+"""dpgym's core: the plugin contract, public schemas, privacy accounting, runner and leaderboard.
+
+The harness imports no model code; generators, datasets and metrics are plugins.
+"""
+
+from harness.hookspecs import hookimpl
+from harness.privacy import Budget, Guarantee, Ledger, LedgerEntry
+from harness.schema import Column, ColumnKind, Schema, SchemaError
+from harness.specs import (
+    DatasetSpec,
+    Direction,
+    Generator,
+    GeneratorSpec,
+    MetricContext,
+    MetricResult,
+    MetricSpec,
+    Split,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Budget", "Column", "ColumnKind", "DatasetSpec", "Direction", "Generator", "GeneratorSpec",
+    "Guarantee", "Ledger", "LedgerEntry", "MetricContext", "MetricResult", "MetricSpec", "Schema",
+    "SchemaError", "Split", "hookimpl",
+]

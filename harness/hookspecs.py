@@ -1,0 +1,66 @@
+"""The plugin contract: every hook dpgym calls, in the order a run calls them.
+
+A plugin is a module (or object) registered under the entry-point group ``dpgym`` that
+implements any subset of these hooks with ``@harness.hookimpl``. First-party plugins register
+exactly the same way (see ``pyproject.toml``).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import pluggy
+
+if TYPE_CHECKING:
+    from harness.specs import DatasetSpec, GeneratorSpec, MetricSpec
+
+PROJECT = "dpgym"
+hookspec = pluggy.HookspecMarker(PROJECT)
+hookimpl = pluggy.HookimplMarker(PROJECT)
+
+
+# --- registration: called once when the registry loads plugins -------------------------------
+
+
+@hookspec
+def dpgym_generators() -> list[GeneratorSpec]:
+    """Return the synthetic-data generators this plugin provides.
+
+    Each `GeneratorSpec` names a factory taking the hyper-parameters as keywords (all of them
+    listed with defaults in `spec.defaults`) and declares the generator's privacy guarantee:
+    ``formal``, ``pure``, ``nominal`` or ``none``. Names must be unique across all plugins.
+    """
+
+
+@hookspec
+def dpgym_datasets() -> list[DatasetSpec]:
+    """Return the datasets this plugin provides.
+
+    A `DatasetSpec` loads the official train/test split and its public schema. Everything a
+    generator may know about the domain without paying privacy comes from that schema.
+    """
+
+
+@hookspec
+def dpgym_metrics() -> list[MetricSpec]:
+    """Return the metrics this plugin provides.
+
+    A metric gets a `MetricContext` (real train/test, synthetic rows, schema, a seed) and returns
+    named values, each with a declared direction (higher or lower is better).
+    """
+
+
+# --- cell lifecycle: called by the runner, in the driver process ------------------------------
+
+
+@hookspec
+def dpgym_cell_started(cell: dict[str, Any]) -> None:
+    """A cell is about to run. `cell` holds its key, generator, dataset, epsilon, delta, seed."""
+
+
+@hookspec
+def dpgym_cell_finished(cell: dict[str, Any], result: dict[str, Any]) -> None:
+    """A cell finished (or failed). `result` is what was written to its ``result.json``:
+    status (``ok``, ``failed`` or ``skipped``), metrics, timings, peak memory and any error.
+    Use it for progress, logging or experiment tracking; exceptions raised here are logged and
+    do not fail the cell."""

@@ -1,0 +1,127 @@
+"""The privacy ledger: every mechanism a generator ran on private rows, with enough parameters
+for anyone to re-account it.
+
+`ledger.json` (one per cell) is documented in the README ("The privacy ledger"). Entries use
+these mechanism names and parameters:
+
+- ``laplace``: ``l1_sensitivity``, ``scale`` (pure ε = l1_sensitivity / scale)
+- ``gaussian``: ``l2_sensitivity``, ``sigma`` (noise standard deviation)
+- ``subsampled_gaussian`` (DP-SGD): ``sample_rate``, ``noise_multiplier``, ``steps``, ``clip_norm``,
+  ``clipping``; Poisson sampling, add/remove adjacency
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from harness.privacy.budget import Budget, Guarantee
+
+LEDGER_FORMAT = "dpgym-ledger/1"
+COMPOSITIONS = ("basic", "rdp", "prv")
+
+
+class PrivacyViolation(RuntimeError):
+    """A cell spent more than its budget, or claimed less than its mechanisms spend."""
+
+
+@dataclass(frozen=True)
+class LedgerEntry:
+    mechanism: str
+    epsilon: float
+    delta: float
+    params: dict[str, Any]
+    accountant: str
+    description: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: _json_float(v) for k, v in asdict(self).items()}
+
+    @classmethod
+    def from_dict(cls, raw: dict[str, Any]) -> LedgerEntry:
+        return cls(
+            mechanism=raw["mechanism"],
+            epsilon=float(raw["epsilon"]),
+            delta=float(raw["delta"]),
+            params=dict(raw.get("params", {})),
+            accountant=raw.get("accountant", ""),
+            description=raw.get("description", ""),
+        )
+
+
+@dataclass
+class Ledger:
+    """Entries in the order the mechanisms ran, and the total the generator claims for them.
+
+    With ``composition="basic"`` the total is the sum of the entries' ε and δ. A generator that
+    composes more tightly (RDP or PRV curves across phases) states its total with `claim`.
+    """
+
+    guarantee: Guarantee
+    entries: list[LedgerEntry] = field(default_factory=list)
+    composition: str = "basic"
+    claimed_epsilon: float | None = None
+    claimed_delta: float | None = None
+
+    def record(self, entry: LedgerEntry) -> LedgerEntry:
+        self.entries.append(entry)
+        return entry
+
+    def claim(self, epsilon: float, delta: float, composition: str) -> None:
+        if composition not in COMPOSITIONS:
+            raise ValueError(f"composition must be one of {COMPOSITIONS}, got {composition!r}")
+        self.claimed_epsilon, self.claimed_delta, self.composition = epsilon, delta, composition
+
+    @property
+    def epsilon(self) -> float:
+        if self.claimed_epsilon is not None:
+            return self.claimed_epsilon
+        return float(sum(e.epsilon for e in self.entries))
+
+    @property
+    def delta(self) -> float:
+        if self.claimed_delta is not None:
+            return self.claimed_delta
+        return float(sum(e.delta for e in self.entries))
+
+    def check_within(self, budget: Budget) -> None:
+        """Refuse a claimed total above the budget (a small relative slack absorbs float noise)."""
+        if self.guarantee is Guarantee.NONE or not budget.is_private:
+            return
+        if self.epsilon > budget.epsilon * (1 + 1e-9) or self.delta > budget.delta * (1 + 1e-9):
+            raise PrivacyViolation(
+                f"ledger spends (ε={self.epsilon:.6g}, δ={self.delta:.3g}) "
+                f"over the budget (ε={budget.epsilon:g}, δ={budget.delta:g})"
+            )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "format": LEDGER_FORMAT,
+            "guarantee": str(self.guarantee),
+            "composition": self.composition,
+            "epsilon": _json_float(self.epsilon),
+            "delta": self.delta,
+            "entries": [e.to_dict() for e in self.entries],
+        }
+
+    @classmethod
+    def from_dict(cls, raw: dict[str, Any]) -> Ledger:
+        if raw.get("format") != LEDGER_FORMAT:
+            raise ValueError(f"not a {LEDGER_FORMAT} ledger: format={raw.get('format')!r}")
+        ledger = cls(Guarantee(raw["guarantee"]), [LedgerEntry.from_dict(e) for e in raw["entries"]])
+        if raw.get("composition", "basic") != "basic":
+            ledger.claim(float(raw["epsilon"]), float(raw["delta"]), raw["composition"])
+        return ledger
+
+    def write(self, path: Path, extra: dict[str, Any] | None = None) -> None:
+        path.write_text(json.dumps({**self.to_dict(), **(extra or {})}, indent=2))
+
+
+def _json_float(value: Any) -> Any:
+    """JSON has no infinity: write it as the string "inf"."""
+    if isinstance(value, float) and math.isinf(value):
+        return "inf"
+    return value

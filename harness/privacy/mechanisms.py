@@ -1,0 +1,38 @@
+"""Calibration of the basic noise-adding mechanisms (used by generators before they release)."""
+
+from __future__ import annotations
+
+import math
+
+from scipy import optimize, stats
+
+
+def gaussian_delta(epsilon: float, noise_multiplier: float) -> float:
+    """Exact δ(ε) of the Gaussian mechanism with σ = noise_multiplier · Δ₂ (Balle & Wang 2018, Thm. 8)."""
+    a = 1.0 / (2.0 * noise_multiplier)
+    b = epsilon * noise_multiplier
+    return float(stats.norm.cdf(a - b) - math.exp(epsilon) * stats.norm.cdf(-a - b))
+
+
+def gaussian_epsilon(delta: float, noise_multiplier: float) -> float:
+    """Smallest ε at which the Gaussian mechanism is (ε, δ)-DP."""
+    if gaussian_delta(0.0, noise_multiplier) <= delta:
+        return 0.0
+    hi = 1.0
+    while gaussian_delta(hi, noise_multiplier) > delta:
+        hi *= 2.0
+    return float(optimize.brentq(lambda e: gaussian_delta(e, noise_multiplier) - delta, 0.0, hi, xtol=1e-12))
+
+
+def calibrate_gaussian(epsilon: float, delta: float) -> float:
+    """Smallest noise multiplier σ/Δ₂ giving (ε, δ)-DP for one Gaussian release (analytic, not the 2ln(1.25/δ) bound)."""
+    if not (epsilon > 0 and 0 < delta < 1):
+        raise ValueError(f"the Gaussian mechanism needs ε > 0 and 0 < δ < 1, got ({epsilon}, {delta})")
+    hi = 1.0
+    while gaussian_delta(epsilon, hi) > delta:
+        hi *= 2.0
+    sigma = float(optimize.brentq(lambda s: gaussian_delta(epsilon, s) - delta, 1e-6, hi, xtol=1e-12))
+    # brentq returns a point within xtol of the root; step up until the guarantee strictly holds.
+    while gaussian_delta(epsilon, sigma) > delta:
+        sigma *= 1 + 1e-9
+    return sigma

@@ -1,0 +1,118 @@
+"""Plugin discovery: loads every entry point in the group ``dpgym`` and records which
+distribution provided each generator, dataset and metric."""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import MISSING, dataclass, fields
+from importlib.metadata import entry_points
+from types import ModuleType
+from typing import Any
+
+import pluggy
+
+from harness import hookspecs
+from harness.specs import SPEC_TYPES
+
+ENTRY_POINT_GROUP = "dpgym"
+
+
+class PluginError(RuntimeError):
+    """A plugin failed to load, returned a bad spec, or a name is unknown or taken twice."""
+
+
+@dataclass(frozen=True)
+class Provided:
+    """A spec and where it came from."""
+
+    spec: Any
+    plugin: str  # entry-point (or registration) name
+    package: str  # distribution name and version, e.g. "dpgym 0.1.0"
+
+
+class Registry:
+    """Every generator, dataset and metric the installed plugins provide, by name."""
+
+    HOOKS = {"generator": "dpgym_generators", "dataset": "dpgym_datasets", "metric": "dpgym_metrics"}
+
+    def __init__(self, manager: pluggy.PluginManager, packages: dict[str, str]):
+        self.manager = manager
+        self.kinds: dict[str, dict[str, Provided]] = {}
+        for kind, hook in self.HOOKS.items():
+            self.kinds[kind] = self._collect(kind, getattr(manager.hook, hook), packages)
+
+    @classmethod
+    def discover(cls, extra: dict[str, ModuleType | object] | None = None) -> Registry:
+        """Load the installed entry points, plus `extra` plugins (name -> module) given directly."""
+        manager = pluggy.PluginManager(hookspecs.PROJECT)
+        manager.add_hookspecs(hookspecs)
+        packages: dict[str, str] = {}
+        for ep in sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name):
+            package = f"{ep.dist.name} {ep.dist.version}" if ep.dist else "unknown package"
+            try:
+                plugin = ep.load()
+            except Exception as err:  # an import error in a plugin must name the plugin
+                raise PluginError(
+                    f"plugin {ep.name!r} from {package} failed to load ({ep.value}): {type(err).__name__}: {err}"
+                ) from err
+            cls._register(manager, plugin, ep.name, package)
+            packages[ep.name] = package
+        for name, plugin in (extra or {}).items():
+            cls._register(manager, plugin, name, "registered directly")
+            packages[name] = "registered directly"
+        return cls(manager, packages)
+
+    @staticmethod
+    def _register(manager: pluggy.PluginManager, plugin: object, name: str, package: str) -> None:
+        if manager.has_plugin(name):
+            raise PluginError(f"two plugins are named {name!r} (the second from {package})")
+        try:
+            manager.register(plugin, name=name)
+            manager.check_pending()
+        except pluggy.PluginValidationError as err:
+            manager.unregister(name=name)
+            raise PluginError(f"plugin {name!r} from {package} does not fit the dpgym hooks: {err}") from err
+
+    @staticmethod
+    def _collect(kind: str, hook: Any, packages: dict[str, str]) -> dict[str, Provided]:
+        spec_type = SPEC_TYPES[kind]
+        required = {f.name for f in fields(spec_type) if f.default is f.default_factory is MISSING}
+        found: dict[str, Provided] = {}
+        for impl in hook.get_hookimpls():
+            where = f"plugin {impl.plugin_name!r} from {packages.get(impl.plugin_name, 'unknown package')}"
+            try:
+                specs = impl.function()
+            except Exception as err:
+                raise PluginError(f"{where} raised in {hook.name}(): {type(err).__name__}: {err}") from err
+            for spec in specs or []:
+                if not isinstance(spec, spec_type):
+                    raise PluginError(f"{where}: {hook.name}() returned {type(spec).__name__}, not a {spec_type.__name__}")
+                empty = sorted(f for f in required if getattr(spec, f) in (None, ""))
+                if empty:
+                    raise PluginError(f"{where}: {kind} spec {spec.name!r} has empty required fields {empty}")
+                if spec.name in found:
+                    other = found[spec.name]
+                    raise PluginError(
+                        f"{kind} name {spec.name!r} is provided twice: by plugin {other.plugin!r} "
+                        f"({other.package}) and by {where}"
+                    )
+                found[spec.name] = Provided(spec, impl.plugin_name, packages.get(impl.plugin_name, "unknown"))
+        return found
+
+    def get(self, kind: str, name: str) -> Provided:
+        available = self.kinds[kind]
+        if name not in available:
+            close = difflib.get_close_matches(name, available, n=3)
+            hint = f"; did you mean {', '.join(close)}?" if close else f"; available: {', '.join(sorted(available))}"
+            raise PluginError(f"unknown {kind} {name!r}{hint}")
+        return available[name]
+
+    def generator(self, name: str) -> Any:
+        return self.get("generator", name).spec
+
+    def dataset(self, name: str) -> Any:
+        return self.get("dataset", name).spec
+
+    def metric(self, name: str) -> Any:
+        return self.get("metric", name).spec
+

@@ -1,0 +1,263 @@
+"""The public schema of a table: the only source from which generators may learn a domain.
+
+A schema ships with each dataset (a TOML file). Column kinds, category lists and numeric bounds
+in it are treated as public knowledge; anything learned from private rows must instead go
+through a DP mechanism and a ledger entry.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import tomli_w
+
+
+class ColumnKind(enum.StrEnum):
+    CONTINUOUS = "continuous"
+    INTEGER = "integer"
+    CATEGORICAL = "categorical"
+    ORDINAL = "ordinal"
+    BINARY = "binary"
+
+    @property
+    def is_numeric(self) -> bool:
+        return self in (ColumnKind.CONTINUOUS, ColumnKind.INTEGER)
+
+
+class SchemaError(ValueError):
+    """A schema file, or a frame checked against a schema, is invalid. The message names the fault."""
+
+
+@dataclass(frozen=True)
+class Column:
+    name: str
+    kind: ColumnKind
+    categories: tuple[str, ...] = ()
+    min: float | None = None
+    max: float | None = None
+    nullable: bool = False
+    description: str = ""
+
+    def __post_init__(self) -> None:
+        where = f"column {self.name!r}"
+        if self.kind.is_numeric:
+            if self.min is None or self.max is None:
+                raise SchemaError(f"{where}: {self.kind} columns need public bounds 'min' and 'max'")
+            if not (math.isfinite(self.min) and math.isfinite(self.max)) or self.min >= self.max:
+                raise SchemaError(f"{where}: bounds must be finite with min < max, got [{self.min}, {self.max}]")
+            if self.categories:
+                raise SchemaError(f"{where}: a {self.kind} column takes no 'categories'")
+        else:
+            if len(self.categories) < 1:
+                raise SchemaError(f"{where}: a {self.kind} column needs a non-empty 'categories' list")
+            if len(set(self.categories)) != len(self.categories):
+                raise SchemaError(f"{where}: duplicate categories")
+            if self.kind is ColumnKind.BINARY and len(self.categories) != 2:
+                raise SchemaError(f"{where}: a binary column needs exactly 2 categories, got {len(self.categories)}")
+
+    @property
+    def is_numeric(self) -> bool:
+        return self.kind.is_numeric
+
+    @property
+    def dtype(self) -> Any:
+        if self.kind is ColumnKind.CONTINUOUS:
+            return np.float64
+        if self.kind is ColumnKind.INTEGER:
+            return pd.Int64Dtype() if self.nullable else np.int64
+        return pd.CategoricalDtype(list(self.categories), ordered=self.kind is ColumnKind.ORDINAL)
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"name": self.name, "kind": str(self.kind)}
+        if self.is_numeric:
+            out["min"], out["max"] = self.min, self.max
+        else:
+            out["categories"] = list(self.categories)
+        if self.nullable:
+            out["nullable"] = True
+        if self.description:
+            out["description"] = self.description
+        return out
+
+    @classmethod
+    def from_dict(cls, raw: dict[str, Any]) -> Column:
+        name = raw.get("name")
+        if not isinstance(name, str) or not name:
+            raise SchemaError(f"a column entry has no 'name': {raw}")
+        unknown = set(raw) - {"name", "kind", "categories", "min", "max", "nullable", "description"}
+        if unknown:
+            raise SchemaError(f"column {name!r}: unknown keys {sorted(unknown)}")
+        try:
+            kind = ColumnKind(raw.get("kind"))
+        except ValueError:
+            raise SchemaError(
+                f"column {name!r}: unknown kind {raw.get('kind')!r} (one of {', '.join(ColumnKind)})"
+            ) from None
+        bounds = {k: float(raw[k]) for k in ("min", "max") if k in raw}
+        return cls(
+            name=name,
+            kind=kind,
+            categories=tuple(str(c) for c in raw.get("categories", ())),
+            nullable=bool(raw.get("nullable", False)),
+            description=str(raw.get("description", "")),
+            **bounds,
+        )
+
+
+@dataclass(frozen=True)
+class Schema:
+    """Columns in table order, the prediction target, and where the schema came from."""
+
+    name: str
+    columns: tuple[Column, ...]
+    target: str | None = None
+    # Set by `dpgym schema infer`: bounds and categories were read off the rows, so they are not
+    # public until a person has reviewed them (and set `reviewed = true`).
+    inferred_from_data: bool = False
+    reviewed: bool = True
+    _by_name: dict[str, Column] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        names = [c.name for c in self.columns]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise SchemaError(f"schema {self.name!r}: duplicate column names {dupes}")
+        if not self.columns:
+            raise SchemaError(f"schema {self.name!r}: no columns")
+        object.__setattr__(self, "_by_name", {c.name: c for c in self.columns})
+        if self.target is not None and self.target not in self._by_name:
+            raise SchemaError(f"schema {self.name!r}: target {self.target!r} is not a column")
+
+    # --- access -----------------------------------------------------------------------------
+    @property
+    def names(self) -> list[str]:
+        return [c.name for c in self.columns]
+
+    def __getitem__(self, name: str) -> Column:
+        try:
+            return self._by_name[name]
+        except KeyError:
+            raise KeyError(f"schema {self.name!r} has no column {name!r}") from None
+
+    @property
+    def target_column(self) -> Column | None:
+        return self[self.target] if self.target else None
+
+    @property
+    def features(self) -> list[Column]:
+        return [c for c in self.columns if c.name != self.target]
+
+    # --- files ------------------------------------------------------------------------------
+    @classmethod
+    def from_dict(cls, raw: dict[str, Any], source: str = "schema") -> Schema:
+        try:
+            columns = tuple(Column.from_dict(c) for c in raw.get("columns", []))
+            return cls(
+                name=str(raw.get("name", source)),
+                columns=columns,
+                target=raw.get("target"),
+                inferred_from_data=bool(raw.get("inferred_from_data", False)),
+                reviewed=bool(raw.get("reviewed", True)),
+            )
+        except SchemaError as err:
+            raise SchemaError(f"{source}: {err}") from None
+
+    @classmethod
+    def from_toml(cls, path: str | Path) -> Schema:
+        path = Path(path)
+        try:
+            raw = tomllib.loads(path.read_text())
+        except (OSError, tomllib.TOMLDecodeError) as err:
+            raise SchemaError(f"cannot read schema file {path}: {err}") from None
+        return cls.from_dict(raw, source=str(path))
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"name": self.name}
+        if self.target:
+            out["target"] = self.target
+        if self.inferred_from_data:
+            out["inferred_from_data"] = True
+            out["reviewed"] = self.reviewed
+        out["columns"] = [c.to_dict() for c in self.columns]
+        return out
+
+    def to_toml(self) -> str:
+        return tomli_w.dumps(self.to_dict())
+
+    # --- frames -----------------------------------------------------------------------------
+    def violations(self, frame: pd.DataFrame, max_rows: int = 5) -> list[str]:
+        """Every way `frame` breaks the schema, one line per column and fault."""
+        problems: list[str] = []
+        missing = [n for n in self.names if n not in frame.columns]
+        extra = [n for n in frame.columns if n not in self._by_name]
+        if missing:
+            problems.append(f"missing columns {missing}")
+        if extra:
+            problems.append(f"columns not in the schema {list(map(str, extra))}")
+        for col in self.columns:
+            if col.name in frame.columns:
+                problems.extend(f"column {col.name!r}: {p}" for p in _column_violations(col, frame[col.name], max_rows))
+        return problems
+
+    def validate(self, frame: pd.DataFrame, what: str = "frame") -> None:
+        problems = self.violations(frame)
+        if problems:
+            raise SchemaError(f"{what} does not match schema {self.name!r}: " + "; ".join(problems))
+
+    def conform(self, frame: pd.DataFrame, what: str = "frame") -> pd.DataFrame:
+        """Validate, then return the frame in schema column order with canonical dtypes."""
+        self.validate(frame, what)
+        return pd.DataFrame({col.name: _cast(col, frame[col.name].reset_index(drop=True)) for col in self.columns})
+
+
+def _cast(col: Column, values: pd.Series) -> pd.Series:
+    if col.is_numeric:
+        numeric = pd.to_numeric(values)
+        if col.kind is ColumnKind.INTEGER:
+            numeric = numeric.round()
+        return numeric.astype(col.dtype)
+    return values.astype(str).where(values.notna()).astype(col.dtype)
+
+
+def _rows(mask: np.ndarray, values: pd.Series, max_rows: int) -> str:
+    idx = np.flatnonzero(mask)[:max_rows]
+    shown = ", ".join(f"{values.index[i]}={values.iloc[i]!r}" for i in idx)
+    return f"{int(mask.sum())} rows (first: {shown})"
+
+
+def _column_violations(col: Column, values: pd.Series, max_rows: int) -> list[str]:
+    problems = []
+    null = values.isna().to_numpy()
+    if null.any() and not col.nullable:
+        problems.append(f"missing values in a non-nullable column: {_rows(null, values, max_rows)}")
+    present = ~null
+    if col.is_numeric:
+        numeric = pd.to_numeric(values, errors="coerce").to_numpy(dtype=float, na_value=np.nan)
+        bad_type = present & np.isnan(numeric)
+        if bad_type.any():
+            problems.append(f"non-numeric values: {_rows(bad_type, values, max_rows)}")
+        ok = present & ~bad_type
+        infinite = ok & ~np.isfinite(numeric)
+        if infinite.any():
+            problems.append(f"infinite values: {_rows(infinite, values, max_rows)}")
+        finite = ok & ~infinite
+        outside = finite & ((numeric < col.min) | (numeric > col.max))
+        if outside.any():
+            problems.append(f"values outside the public bounds [{col.min:g}, {col.max:g}]: {_rows(outside, values, max_rows)}")
+        if col.kind is ColumnKind.INTEGER:
+            fractional = finite & (np.abs(numeric - np.round(numeric)) > 1e-9)
+            if fractional.any():
+                problems.append(f"non-integer values in an integer column: {_rows(fractional, values, max_rows)}")
+    else:
+        allowed = set(col.categories)
+        unknown = present & ~values.astype(str).isin(allowed).to_numpy()
+        if unknown.any():
+            problems.append(f"unknown categories: {_rows(unknown, values, max_rows)}")
+    return problems

@@ -1,0 +1,108 @@
+"""What a plugin hands the harness: specs describing generators, datasets and metrics."""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import pandas as pd
+
+from harness.privacy import Budget, Guarantee, Ledger
+from harness.schema import ColumnKind, Schema
+
+
+class SpecError(ValueError):
+    """A plugin returned a malformed spec."""
+
+
+class Generator(Protocol):
+    """A fitted-then-sampled synthetic data generator.
+
+    `fit` sees the private training rows and must record every mechanism it runs on them in the
+    returned ledger; `sample` is post-processing and must not touch the private rows again.
+    Seeds are integers from the runner, one independent stream per call.
+    """
+
+    def fit(self, train: pd.DataFrame, schema: Schema, budget: Budget, seed: int) -> Ledger: ...
+
+    def sample(self, n: int, seed: int) -> pd.DataFrame: ...
+
+
+@dataclass(frozen=True)
+class Split:
+    """A dataset's fixed train/test split, both in schema form."""
+
+    train: pd.DataFrame
+    test: pd.DataFrame
+
+
+@dataclass(frozen=True)
+class GeneratorSpec:
+    name: str
+    version: str
+    factory: Callable[..., Generator]  # called with the (validated) hyper-parameters as keywords
+    guarantee: Guarantee
+    defaults: Mapping[str, Any] = field(default_factory=dict)
+    supports: frozenset[ColumnKind] = frozenset(ColumnKind)
+    description: str = ""
+
+    def build(self, params: Mapping[str, Any]) -> Generator:
+        unknown = sorted(set(params) - set(self.defaults))
+        if unknown:
+            raise SpecError(
+                f"generator {self.name!r}: unknown hyper-parameters {unknown} "
+                f"(it takes: {', '.join(sorted(self.defaults)) or 'none'})"
+            )
+        return self.factory(**{**self.defaults, **params})
+
+
+@dataclass(frozen=True)
+class DatasetSpec:
+    name: str
+    version: str
+    load: Callable[[], Split]  # returns the official split; rows are validated against `schema`
+    schema: Callable[[], Schema]
+    citation: str = ""
+    license: str = ""
+    checksum: str = ""  # sha256 over the data files, part of every cell's key
+    description: str = ""
+
+
+class Direction(enum.StrEnum):
+    HIGHER = "higher"
+    LOWER = "lower"
+
+
+@dataclass(frozen=True)
+class MetricContext:
+    """Everything a metric may look at; `synthetic` has as many rows as `train`."""
+
+    train: pd.DataFrame
+    test: pd.DataFrame
+    synthetic: pd.DataFrame
+    schema: Schema
+    seed: int
+    generator: Generator | None = None
+
+
+@dataclass(frozen=True)
+class MetricResult:
+    values: dict[str, float]
+    detail: dict[str, Any] = field(default_factory=dict)  # e.g. per-classifier scores
+
+
+@dataclass(frozen=True)
+class MetricSpec:
+    """One evaluator producing one or more named values, each with a direction."""
+
+    name: str
+    version: str
+    evaluate: Callable[[MetricContext], MetricResult]
+    directions: Mapping[str, Direction]  # value name -> which way is better
+    description: str = ""
+    requires_target: bool = False
+
+
+SPEC_TYPES = {"generator": GeneratorSpec, "dataset": DatasetSpec, "metric": MetricSpec}
