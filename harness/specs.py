@@ -47,15 +47,19 @@ class GeneratorSpec:
     defaults: Mapping[str, Any] = field(default_factory=dict)
     supports: frozenset[ColumnKind] = frozenset(ColumnKind)
     description: str = ""
+    # Devices the factory can run on. A spec listing "cuda" gets the resolved device as the
+    # factory keyword `device` ("cpu" or "cuda"); a CPU-only spec is never handed one.
+    devices: frozenset[str] = frozenset({"cpu"})
 
-    def build(self, params: Mapping[str, Any]) -> Generator:
+    def build(self, params: Mapping[str, Any], device: str | None = None) -> Generator:
         unknown = sorted(set(params) - set(self.defaults))
         if unknown:
             raise SpecError(
                 f"generator {self.name!r}: unknown hyper-parameters {unknown} "
                 f"(it takes: {', '.join(sorted(self.defaults)) or 'none'})"
             )
-        return self.factory(**{**self.defaults, **params})
+        extra = {"device": device} if device is not None and "cuda" in self.devices else {}
+        return self.factory(**{**self.defaults, **params}, **extra)
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ from harness.registry import Registry
 from harness.runner import expand, seed_streams
 from harness.store import RunStore, StoreError
 from harness.suite import GeneratorConfig, Suite, SuiteError, apply_overrides, load_suite
-from tests.fake_plugins import FaultyGenerators
+from tests.fake_plugins import FAULTY
 
 
 def grid(*generators: str, seeds=(0, 1), epsilons=(1.0,)) -> Suite:
@@ -22,7 +22,10 @@ def grid(*generators: str, seeds=(0, 1), epsilons=(1.0,)) -> Suite:
 
 @pytest.fixture(scope="module")
 def registry() -> Registry:
-    return Registry.discover(extra={"faulty": FaultyGenerators()})
+    # Through DPGYM_PLUGINS, not objects: cells run in worker processes, which discover plugins anew.
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("DPGYM_PLUGINS", FAULTY)
+        return Registry.discover()
 
 
 def run(suite: Suite, out, registry: Registry, **kwargs):

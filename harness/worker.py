@@ -1,0 +1,236 @@
+"""One cell in its own child process, under a wall-clock and a resident-memory limit.
+
+`run_isolated` is the supervisor: it forks a child from a forkserver (imports and plugin discovery
+already paid for in the server, so a cell starts in milliseconds, not seconds), watches it and
+returns an `Outcome`. It runs in the driver (the `processes` executor, one thread per busy worker)
+or inside a dask worker (the `dask` executor); either way only the driver writes the store.
+
+Why an RSS watchdog rather than RLIMIT_AS: the address-space limit counts virtual reservations,
+and torch, OpenBLAS and glibc arenas reserve far more address space than they touch, so a limit
+that is safe for real use either fails healthy cells or is too loose to catch a runaway one; a
+plugin may also catch the resulting MemoryError and misreport it. Sampling the resident set of the
+child and its descendants every 50 ms and SIGKILLing the tree is exact about what we care about
+(physical memory) at the price of a short overshoot for very fast allocators.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import signal
+import sys
+import threading
+import time
+import traceback
+from dataclasses import dataclass, field
+from functools import cache
+from typing import Any
+
+import psutil
+
+POLL_SECONDS = 0.05
+THREAD_ENV = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUMEXPR_NUM_THREADS",
+              "VECLIB_MAXIMUM_THREADS")
+WARM_DATASETS_ENV = "DPGYM_WARM_DATASETS"  # read by harness.worker_preload in the forkserver
+
+
+@dataclass(frozen=True)
+class CellTask:
+    """Everything a child needs to run a cell; plain data, so it pickles to any worker."""
+
+    cell: Any  # harness.runner.Cell
+    plugins: str = ""  # DPGYM_PLUGINS value to discover in the child
+    device: str = "auto"
+    threads: int = 1
+    timeout: float | None = None
+    max_memory: int | None = None
+
+
+@dataclass
+class Outcome:
+    """A finished cell as the child reported it, or why the child produced nothing."""
+
+    result: dict[str, Any] | None = None
+    ledger: dict[str, Any] | None = None
+    synthetic: Any = None  # pandas.DataFrame
+    failure: dict[str, Any] | None = None  # {"reason", "type", "message", ...} when killed or crashed
+    peak_rss_mb: float = 0.0  # of the child's process tree, as the supervisor saw it
+    wall_seconds: float = 0.0
+    notes: list[str] = field(default_factory=list)
+
+
+# --- child side --------------------------------------------------------------------------------
+
+
+@cache
+def worker_registry(plugins: str) -> Any:
+    """Plugins discovered once per process for a given DPGYM_PLUGINS value (forked warm)."""
+    from harness.registry import PLUGINS_ENV, Registry
+
+    if plugins:
+        os.environ[PLUGINS_ENV] = plugins
+    else:
+        os.environ.pop(PLUGINS_ENV, None)
+    return Registry.discover()
+
+
+def limit_threads(threads: int) -> None:
+    """Keep workers from oversubscribing cores: env for libraries loaded later, threadpoolctl and
+    torch for those already loaded (torch only if a plugin imported it: never imported here)."""
+    for name in THREAD_ENV:
+        os.environ[name] = str(threads)
+    from threadpoolctl import threadpool_limits
+
+    threadpool_limits(limits=threads)
+    if "torch" in sys.modules:
+        sys.modules["torch"].set_num_threads(threads)
+
+
+def _exit_when_orphaned(supervisor_pid: int, supervisor_started: float) -> None:
+    """An orphan must not burn a core for hours after its driver was killed: it dies too."""
+
+    def watch() -> None:
+        while True:
+            time.sleep(0.5)
+            try:
+                alive = psutil.Process(supervisor_pid).create_time() == supervisor_started
+            except psutil.Error:
+                alive = False
+            if not alive:
+                os._exit(70)
+
+    threading.Thread(target=watch, daemon=True, name="dpgym-orphan-watch").start()
+
+
+def _child_main(conn: Any, task: CellTask, supervisor: tuple[int, float]) -> None:
+    _exit_when_orphaned(*supervisor)
+    try:
+        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # before any CUDA context exists
+        limit_threads(task.threads)
+        from harness.runner import run_cell
+
+        result, ledger, synthetic = run_cell(task.cell, worker_registry(task.plugins), device=task.device)
+        result["execution"] = {"pid": os.getpid(), "host": os.uname().nodename, "threads": task.threads}
+        conn.send(("ok", (result, ledger, synthetic)))
+    except BaseException as err:  # the harness's own fault in the child: report it, don't hang
+        conn.send(("error", {"type": type(err).__name__, "message": str(err),
+                             "traceback": "".join(traceback.format_exception(err))}))
+    finally:
+        conn.close()
+
+
+# --- supervisor side ---------------------------------------------------------------------------
+
+
+def _context() -> multiprocessing.context.BaseContext:
+    """A forkserver whose preload warms imports, plugins and the datasets named in the env."""
+    ctx = multiprocessing.get_context("forkserver")
+    ctx.set_forkserver_preload(["harness.worker_preload"])
+    return ctx
+
+
+def start_forkserver(plugins: str, datasets: list[str]) -> None:
+    """Start (and warm) the forkserver now rather than inside the first cell's time limit.
+
+    The server reads the warm-up lists from its environment when it starts; a server already
+    running keeps its warm state, which is only an optimisation: children rediscover as needed.
+    """
+    from harness.registry import PLUGINS_ENV
+
+    ctx = _context()
+    os.environ[WARM_DATASETS_ENV] = ",".join(datasets)
+    os.environ[PLUGINS_ENV] = plugins
+    probe = ctx.Process(target=os.getpid, name="dpgym-forkserver-probe")
+    probe.start()  # returns once the server has finished its preload and forked the probe
+    probe.join()
+
+
+def _tree(process: psutil.Process) -> list[psutil.Process]:
+    try:
+        return [process, *process.children(recursive=True)]
+    except psutil.Error:
+        return [process]
+
+
+def _rss(processes: list[psutil.Process]) -> int:
+    total = 0
+    for p in processes:
+        try:
+            total += p.memory_info().rss
+        except psutil.Error:
+            continue
+    return total
+
+
+def _kill(processes: list[psutil.Process]) -> None:
+    for p in processes:
+        try:
+            p.kill()
+        except psutil.Error:
+            continue
+
+
+def _crash_reason(exitcode: int | None) -> str:
+    if exitcode is not None and exitcode < 0:
+        try:
+            name = signal.Signals(-exitcode).name
+        except ValueError:
+            name = f"signal {-exitcode}"
+        return f"crashed (signal {name})"
+    return f"crashed (exit code {exitcode})"
+
+
+def run_isolated(task: CellTask, cancel: threading.Event | None = None) -> Outcome:
+    """Run `task` in a fresh child process and supervise it; never raises for the cell's fault."""
+    ctx = _context()
+    receive, send = ctx.Pipe(duplex=False)
+    me = psutil.Process()
+    child = ctx.Process(target=_child_main, args=(send, task, (me.pid, me.create_time())),
+                        name=f"dpgym-cell-{task.cell.key}", daemon=False)
+    child.start()
+    send.close()  # the child holds the only write end: EOF on the pipe means it is gone
+    started = time.monotonic()
+    watched = psutil.Process(child.pid)
+    outcome = Outcome()
+    peak = 0
+    message = None
+    while message is None and outcome.failure is None:
+        if receive.poll(POLL_SECONDS):
+            try:
+                message = receive.recv()
+            except (EOFError, OSError):
+                break  # died without a word: see its exit code below
+            continue
+        tree = _tree(watched)
+        peak = max(peak, _rss(tree))
+        elapsed = time.monotonic() - started
+        if task.max_memory is not None and peak > task.max_memory:
+            _kill(tree)
+            outcome.failure = {"reason": "memory", "type": "MemoryLimit", "message":
+                               f"memory: resident set reached {peak / 2**20:.0f} MiB, over the limit of "
+                               f"{task.max_memory / 2**20:.0f} MiB; killed"}
+        elif task.timeout is not None and elapsed > task.timeout:
+            _kill(tree)
+            outcome.failure = {"reason": "timeout", "type": "Timeout",
+                               "message": f"timeout: still running after {task.timeout:g} s of wall clock; killed"}
+        elif cancel is not None and cancel.is_set():
+            _kill(tree)
+            outcome.failure = {"reason": "cancelled", "type": "Cancelled", "message": "cancelled: the run was stopped"}
+    child.join(timeout=30)
+    if child.is_alive():  # sent its result but hangs on exit (e.g. a stuck non-daemon thread)
+        _kill(_tree(watched))
+        child.join()
+    receive.close()
+    outcome.wall_seconds = time.monotonic() - started
+    outcome.peak_rss_mb = peak / 2**20
+    if message is not None and message[0] == "ok":
+        outcome.result, outcome.ledger, outcome.synthetic = message[1]
+        if child.exitcode != 0:
+            outcome.notes.append(f"the cell's process {_crash_reason(child.exitcode)} after reporting its result")
+    elif message is not None:
+        outcome.failure = {"reason": "worker error", **message[1],
+                           "message": f"worker error: {message[1]['type']}: {message[1]['message']}"}
+    elif outcome.failure is None:
+        reason = _crash_reason(child.exitcode)
+        outcome.failure = {"reason": reason, "type": "Crashed", "message": f"{reason} before reporting a result"}
+    return outcome
