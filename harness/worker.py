@@ -138,11 +138,18 @@ def start_forkserver(plugins: str, datasets: list[str]) -> None:
     from harness.registry import PLUGINS_ENV
 
     ctx = _context()
-    os.environ[WARM_DATASETS_ENV] = ",".join(datasets)
-    os.environ[PLUGINS_ENV] = plugins
-    probe = ctx.Process(target=os.getpid, name="dpgym-forkserver-probe")
-    probe.start()  # returns once the server has finished its preload and forked the probe
-    probe.join()
+    saved = {name: os.environ.get(name) for name in (WARM_DATASETS_ENV, PLUGINS_ENV)}
+    os.environ.update({WARM_DATASETS_ENV: ",".join(datasets), PLUGINS_ENV: plugins})
+    try:
+        probe = ctx.Process(target=os.getpid, name="dpgym-forkserver-probe")
+        probe.start()  # returns once the server has finished its preload and forked the probe
+        probe.join()
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 
 
 def _tree(process: psutil.Process) -> list[psutil.Process]:
