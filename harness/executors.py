@@ -128,7 +128,7 @@ class DaskExecutor:
             import dask
             from distributed import Client, LocalCluster
         except ImportError as err:
-            raise SuiteError("the dask executor needs dask and distributed: pip install 'dask[distributed]'") from err
+            raise SuiteError("the dask executor needs dask and distributed: pip install 'dpgym[dask]'") from err
         self.cluster = None
         if self.plan.scheduler:
             self.client = Client(self.plan.scheduler)

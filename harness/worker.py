@@ -29,6 +29,7 @@ from typing import Any
 import psutil
 
 POLL_SECONDS = 0.05
+DESCENDANTS_EVERY = 1.0  # listing descendants scans all of /proc: refreshed once a second, not per poll
 THREAD_ENV = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUMEXPR_NUM_THREADS",
               "VECLIB_MAXIMUM_THREADS")
 WARM_DATASETS_ENV = "DPGYM_WARM_DATASETS"  # read by harness.worker_preload in the forkserver
@@ -152,11 +153,22 @@ def start_forkserver(plugins: str, datasets: list[str]) -> None:
                 os.environ[name] = value
 
 
-def _tree(process: psutil.Process) -> list[psutil.Process]:
-    try:
-        return [process, *process.children(recursive=True)]
-    except psutil.Error:
-        return [process]
+class _Tree:
+    """The child and its descendants (e.g. a joblib pool a plugin starts), for RSS and killing."""
+
+    def __init__(self, pid: int):
+        self.root = psutil.Process(pid)
+        self.members = [self.root]
+        self.listed = time.monotonic()
+
+    def processes(self, fresh: bool = False) -> list[psutil.Process]:
+        if fresh or time.monotonic() - self.listed > DESCENDANTS_EVERY:
+            try:
+                self.members = [self.root, *self.root.children(recursive=True)]
+            except psutil.Error:
+                self.members = [self.root]
+            self.listed = time.monotonic()
+        return self.members
 
 
 def _rss(processes: list[psutil.Process]) -> int:
@@ -189,6 +201,10 @@ def _crash_reason(exitcode: int | None) -> str:
 
 def run_isolated(task: CellTask, cancel: threading.Event | None = None) -> Outcome:
     """Run `task` in a fresh child process and supervise it; never raises for the cell's fault."""
+    if multiprocessing.current_process().daemon:
+        return Outcome(failure={"reason": "worker error", "type": "DaemonicWorker", "message": (
+            "worker error: this worker is a daemonic process and may not start the cell's process; start dask "
+            "workers with DASK_DISTRIBUTED__WORKER__DAEMON=False (or --no-nanny)")})
     ctx = _context()
     receive, send = ctx.Pipe(duplex=False)
     me = psutil.Process()
@@ -197,7 +213,7 @@ def run_isolated(task: CellTask, cancel: threading.Event | None = None) -> Outco
     child.start()
     send.close()  # the child holds the only write end: EOF on the pipe means it is gone
     started = time.monotonic()
-    watched = psutil.Process(child.pid)
+    tree = _Tree(child.pid)
     outcome = Outcome()
     peak = 0
     message = None
@@ -208,24 +224,23 @@ def run_isolated(task: CellTask, cancel: threading.Event | None = None) -> Outco
             except (EOFError, OSError):
                 break  # died without a word: see its exit code below
             continue
-        tree = _tree(watched)
-        peak = max(peak, _rss(tree))
+        peak = max(peak, _rss(tree.processes()))
         elapsed = time.monotonic() - started
         if task.max_memory is not None and peak > task.max_memory:
-            _kill(tree)
+            _kill(tree.processes(fresh=True))
             outcome.failure = {"reason": "memory", "type": "MemoryLimit", "message":
                                f"memory: resident set reached {peak / 2**20:.0f} MiB, over the limit of "
                                f"{task.max_memory / 2**20:.0f} MiB; killed"}
         elif task.timeout is not None and elapsed > task.timeout:
-            _kill(tree)
+            _kill(tree.processes(fresh=True))
             outcome.failure = {"reason": "timeout", "type": "Timeout",
                                "message": f"timeout: still running after {task.timeout:g} s of wall clock; killed"}
         elif cancel is not None and cancel.is_set():
-            _kill(tree)
+            _kill(tree.processes(fresh=True))
             outcome.failure = {"reason": "cancelled", "type": "Cancelled", "message": "cancelled: the run was stopped"}
     child.join(timeout=30)
     if child.is_alive():  # sent its result but hangs on exit (e.g. a stuck non-daemon thread)
-        _kill(_tree(watched))
+        _kill(tree.processes(fresh=True))
         child.join()
     receive.close()
     outcome.wall_seconds = time.monotonic() - started
