@@ -167,9 +167,10 @@ def resolve_device(requested: str, spec: GeneratorSpec) -> str:
     return "cpu"
 
 
-def _deterministic_torch(device: str) -> None:
-    """Deterministic kernels wherever torch is in use; a torch-free cell never imports it."""
-    if device != "cuda" and "torch" not in sys.modules:
+def _deterministic_torch(device: str, spec: GeneratorSpec) -> None:
+    """Deterministic kernels wherever torch is in use (a generator that declares CUDA, or a plugin
+    module that imported it); a torch-free cell never imports it."""
+    if "cuda" not in spec.devices and "torch" not in sys.modules:
         return
     os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # needed by deterministic cuBLAS
     import torch
@@ -192,7 +193,7 @@ def run_cell(cell: Cell, registry: Registry, device: str = "cpu",
         warnings.simplefilter("always")
         try:
             result["device"] = resolve_device(device, provided.spec)
-            _deterministic_torch(result["device"])
+            _deterministic_torch(result["device"], provided.spec)
             metrics = [registry.metric(name) for name in cell.metrics]
             ledger_json, synthetic = _execute(cell, provided, dataset, metrics, result)
             result["status"] = "ok"
