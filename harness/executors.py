@@ -16,7 +16,7 @@ import os
 import threading
 from collections.abc import Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from harness.registry import PluginError, Registry
@@ -149,8 +149,14 @@ class DaskExecutor:
     def run(self, cells: list[Any]) -> Iterator[tuple[Any, Outcome]]:
         from distributed import as_completed
 
-        futures = {self.client.submit(run_isolated, _task(self.plan, self.registry, c), key=f"dpgym-cell-{c.key}",
-                                      pure=False, retries=0): c for c in cells}
+        # On our LocalCluster we know the share of cores; on a remote worker it is found there.
+        local = self.cluster is not None
+        futures = {}
+        for cell in cells:
+            task = _task(self.plan, self.registry, cell)
+            task = task if local else replace(task, threads=None)
+            futures[self.client.submit(run_isolated, task, key=f"dpgym-cell-{cell.key}", pure=False,
+                                       retries=0)] = cell
         for future in as_completed(futures):
             cell = futures[future]
             try:

@@ -22,7 +22,7 @@ import sys
 import threading
 import time
 import traceback
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cache
 from typing import Any
 
@@ -42,7 +42,7 @@ class CellTask:
     cell: Any  # harness.runner.Cell
     plugins: str = ""  # DPGYM_PLUGINS value to discover in the child
     device: str = "auto"
-    threads: int = 1
+    threads: int | None = 1  # None: the worker's cores // its task slots (a remote dask worker)
     timeout: float | None = None
     max_memory: int | None = None
 
@@ -199,12 +199,22 @@ def _crash_reason(exitcode: int | None) -> str:
     return f"crashed (exit code {exitcode})"
 
 
+def _threads_on_dask_worker() -> int:
+    """On a cluster we did not start, share this machine's cores among the worker's task slots."""
+    from distributed import get_worker
+
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return max(1, cores // get_worker().state.nthreads)
+
+
 def run_isolated(task: CellTask, cancel: threading.Event | None = None) -> Outcome:
     """Run `task` in a fresh child process and supervise it; never raises for the cell's fault."""
     if multiprocessing.current_process().daemon:
         return Outcome(failure={"reason": "worker error", "type": "DaemonicWorker", "message": (
             "worker error: this worker is a daemonic process and may not start the cell's process; start dask "
             "workers with DASK_DISTRIBUTED__WORKER__DAEMON=False (or --no-nanny)")})
+    if task.threads is None:
+        task = replace(task, threads=_threads_on_dask_worker())
     ctx = _context()
     receive, send = ctx.Pipe(duplex=False)
     me = psutil.Process()

@@ -193,10 +193,10 @@ def _wait_gone(pids: list[int], seconds: float) -> list[int]:
     return alive
 
 
-def test_driver_killed_twice_resumes_to_the_uninterrupted_leaderboard(tmp_path):
+def test_driver_killed_twice_resumes_to_the_uninterrupted_leaderboard(registry, tmp_path):
     suite = _suite_file(tmp_path, "uniform", "independent", "real", seeds=3, workers=2)
     reference = tmp_path / "reference"
-    assert _driver(suite, reference).wait(timeout=300) == 0
+    run_suite(load_suite(str(suite)), RunStore(reference), registry, show_progress=False)
     out, rng = tmp_path / "killed", random.Random(11)
     orphans = _kill_after(_driver(suite, out), out, 2, rng)
     orphans += _kill_after(_driver(suite, out), out, 4, rng)
