@@ -99,6 +99,7 @@ def load(data_dir: str | None = None) -> Split:
     return Split(train=train.reset_index(drop=True), test=test.reset_index(drop=True))
 
 
+@cache  # one spec object per variant, so the runner's per-process load cache is hit
 def spec(data_dir: str | None = None) -> DatasetSpec:
     fields = dict(
         version="1",

@@ -88,6 +88,7 @@ def load_fold(k: int) -> Split:
     )
 
 
+@cache  # one spec object per variant, so the runner's per-process load cache is hit
 def spec(fold: int = 1) -> DatasetSpec:
     fields = dict(
         version="1",

@@ -88,6 +88,7 @@ def checksum(name: str) -> str:
     return hashlib.sha256(np.ascontiguousarray(points(name).to_numpy()).tobytes()).hexdigest()
 
 
+@cache  # one spec object per variant, so the runner's per-process load cache is hit
 def spec(name: str, fold: int = 1) -> DatasetSpec:
     fields = dict(
         version="1",
