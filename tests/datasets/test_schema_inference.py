@@ -56,3 +56,16 @@ def test_typed_frames_are_inferred_too():
     schema = infer_schema(typed, "typed")
     assert [c.kind for c in schema.columns] == [ColumnKind.CONTINUOUS, ColumnKind.INTEGER, ColumnKind.BINARY]
     assert schema.violations(typed) == []
+
+
+def test_cli_schema_infer_writes_a_draft_and_never_overwrites(tmp_path, capsys):
+    from harness.cli import main
+
+    frame().to_csv(tmp_path / "survey.csv", index=False)
+    out = tmp_path / "survey.schema.toml"
+    assert main(["schema", "infer", str(tmp_path / "survey.csv"), "--out", str(out)]) == 0
+    assert Schema.from_toml(out) == infer_schema(read_table(tmp_path / "survey.csv"), "survey")
+    assert main(["schema", "infer", str(tmp_path / "survey.csv"), "--out", str(out)]) == 2
+    assert "exists" in capsys.readouterr().err
+    assert main(["schema", "infer", str(tmp_path / "survey.csv")]) == 0
+    assert capsys.readouterr().out.startswith("# DRAFT SCHEMA")
