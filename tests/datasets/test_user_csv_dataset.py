@@ -47,9 +47,9 @@ categories = ["no", "yes"]
 
 def people(n: int = 20) -> pd.DataFrame:
     return pd.DataFrame({
-        "age": [20 + i for i in range(n)],
+        "age": [20 + i % 80 for i in range(n)],
         "colour": [("red", "green", "blue")[i % 3] for i in range(n)],
-        "height": [1.5 + i / 100 for i in range(n)],
+        "height": [1.5 + (i % 100) / 100 for i in range(n)],
         "smoker": [("no", "yes")[i % 2] for i in range(n)],
     })
 

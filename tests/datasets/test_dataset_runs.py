@@ -1,0 +1,28 @@
+"""The issue's acceptance runs: a missing covertype leaves the rest of the suite running, and a user
+CSV with a reviewed schema goes through the smoke suite's generators end to end."""
+
+from __future__ import annotations
+
+from harness.runner import run_suite
+from harness.store import RunStore
+from harness.suite import GeneratorConfig, Suite
+from tests.datasets.test_user_csv_dataset import SCHEMA, people
+
+SMOKE = tuple(GeneratorConfig(g) for g in ("uniform", "independent", "real"))
+
+
+def test_a_suite_without_the_covertype_file_runs_the_rest_and_says_how_to_get_it(registry, tmp_path, monkeypatch):
+    monkeypatch.setenv("DPGYM_DATA", str(tmp_path / "empty"))
+    monkeypatch.delenv("DPGYM_ALLOW_DOWNLOAD", raising=False)
+    suite = Suite("t", SMOKE[:1], ("half_moons", "covertype"), (1.0,), (0,), 1e-5, metrics=())
+    summary = run_suite(suite, RunStore(tmp_path / "run"), registry, show_progress=False)
+    assert (summary.ok, summary.unavailable, summary.failed) == (1, 1, 0)
+    assert any("covertype unavailable" in m and "DPGYM_ALLOW_DOWNLOAD=1" in m for m in summary.messages)
+
+
+def test_a_user_csv_with_a_reviewed_schema_runs_through_the_smoke_generators(registry, tmp_path):
+    people(200).to_csv(tmp_path / "people.csv", index=False)
+    (tmp_path / "people.schema.toml").write_text(SCHEMA)
+    suite = Suite("t", SMOKE, (f"csv:{tmp_path / 'people.csv'}",), (1.0,), (0,), 1e-5, metrics=())
+    summary = run_suite(suite, RunStore(tmp_path / "run"), registry, show_progress=False)
+    assert (summary.ok, summary.failed, summary.unavailable) == (3, 0, 0), summary.messages
