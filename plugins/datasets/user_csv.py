@@ -50,7 +50,17 @@ def _require(path: Path, what: str) -> Path:
 
 
 def schema(path: Path) -> Schema:
-    return Schema.from_toml(_require(path, "schema file"))
+    """The user's schema; warns on every call while it is an unreviewed draft (the runner asks once
+    per cell, so each cell's result records the warning)."""
+    table = Schema.from_toml(_require(path, "schema file"))
+    if not table.reviewed:
+        warnings.warn(
+            f"schema {path} was inferred from the data and is not reviewed: its bounds and categories come "
+            "from private rows and are not public. Replace them with public values and set reviewed = true.",
+            UnreviewedSchemaWarning,
+            stacklevel=2,
+        )
+    return table
 
 
 def _rows(path: Path) -> tuple[pd.DataFrame, str]:
@@ -66,14 +76,6 @@ def _rows(path: Path) -> tuple[pd.DataFrame, str]:
 def load(data: Path, options: dict) -> Split:
     schema_path = options.get("schema") or default_schema_path(data)
     table = schema(schema_path)
-    if not table.reviewed:
-        warnings.warn(
-            f"dataset csv:{data}: schema {schema_path} was inferred from the data and is not reviewed; its bounds "
-            "and categories come from private rows and are not public. Replace them with public values and set "
-            "reviewed = true.",
-            UnreviewedSchemaWarning,
-            stacklevel=2,
-        )
     frame, what = _rows(data)
     if "test" in options:
         test, test_what = _rows(options["test"])

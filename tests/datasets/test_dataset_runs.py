@@ -3,6 +3,8 @@ CSV with a reviewed schema goes through the smoke suite's generators end to end.
 
 from __future__ import annotations
 
+import json
+
 from harness.runner import run_suite
 from harness.store import RunStore
 from harness.suite import GeneratorConfig, Suite
@@ -26,3 +28,17 @@ def test_a_user_csv_with_a_reviewed_schema_runs_through_the_smoke_generators(reg
     suite = Suite("t", SMOKE, (f"csv:{tmp_path / 'people.csv'}",), (1.0,), (0,), 1e-5, metrics=())
     summary = run_suite(suite, RunStore(tmp_path / "run"), registry, show_progress=False)
     assert (summary.ok, summary.failed, summary.unavailable) == (3, 0, 0), summary.messages
+
+
+def test_every_cell_on_an_unreviewed_schema_records_the_warning(registry, tmp_path):
+    from harness.inference import draft_toml, infer_schema, read_table
+
+    people(200).to_csv(tmp_path / "people.csv", index=False)
+    draft = infer_schema(read_table(tmp_path / "people.csv"), "people")
+    (tmp_path / "people.schema.toml").write_text(draft_toml(draft, "people.csv"))
+    suite = Suite("t", SMOKE[:1], (f"csv:{tmp_path / 'people.csv'}",), (1.0,), (0, 1), 1e-5, metrics=())
+    store = RunStore(tmp_path / "run")
+    assert run_suite(suite, store, registry, show_progress=False).ok == 2
+    results = [json.loads(p.read_text()) for p in sorted((tmp_path / "run" / "cells").glob("*/result.json"))]
+    assert len(results) == 2
+    assert all(any("UnreviewedSchemaWarning" in w for w in r["warnings"]) for r in results)
