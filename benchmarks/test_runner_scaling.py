@@ -55,7 +55,7 @@ def _run(suite, registry, settings: Settings, out: Path) -> dict[str, float]:
 @pytest.mark.parametrize("config", list(CONFIGS))
 def test_runner_wall_time(benchmark, registry, suite, tmp_path, config):
     if config != "serial":
-        start_forkserver(registry.env_plugins, ["adult"])  # paid once per driver; measured below
+        start_forkserver(registry.worker_plugins, ["adult"])  # paid once per driver; measured below
     figures = benchmark.pedantic(_run, args=(suite, registry, CONFIGS[config], tmp_path / "run"), rounds=2,
                                  iterations=1, warmup_rounds=1)
     figures["wall_seconds"] = benchmark.stats.stats.min
@@ -69,7 +69,7 @@ def test_forkserver_start(benchmark, registry):
 
     def cold_start() -> None:
         forkserver._forkserver._stop()  # the next start pays the full preload again
-        start_forkserver(registry.env_plugins, ["adult"])
+        start_forkserver(registry.worker_plugins, ["adult"])
 
     benchmark.pedantic(cold_start, rounds=2, iterations=1)
 

@@ -77,15 +77,15 @@ class SerialExecutor:
 
 
 def _task(plan: Plan, registry: Registry, cell: Any) -> CellTask:
-    return CellTask(cell, registry.env_plugins, plan.device, plan.threads, plan.timeout, plan.max_memory)
+    return CellTask(cell, registry.worker_plugins, plan.device, plan.threads, plan.timeout, plan.max_memory)
 
 
 def _require_discoverable(registry: Registry, executor: str) -> None:
     if registry.direct:
         raise PluginError(
-            f"plugins {', '.join(registry.direct)} were registered as objects and are invisible to the "
-            f"{executor} executor's worker processes; register them through DPGYM_PLUGINS=module:attr or "
-            "an entry point, or use the serial executor")
+            f"plugins {', '.join(registry.direct)} were registered as objects (not modules) and are invisible "
+            f"to the {executor} executor's worker processes; register them through DPGYM_PLUGINS=module:attr "
+            "or an entry point, or use the serial executor")
 
 
 class ProcessExecutor:
@@ -107,7 +107,7 @@ class ProcessExecutor:
     def run(self, cells: list[Any]) -> Iterator[tuple[Any, Outcome]]:
         if not cells:
             return
-        start_forkserver(self.registry.env_plugins, sorted({c.dataset for c in cells}))
+        start_forkserver(self.registry.worker_plugins, sorted({c.dataset for c in cells}))
         pending: dict[Future[Outcome], Any] = {
             self.pool.submit(run_isolated, _task(self.plan, self.registry, c), self.cancel): c for c in cells}
         while pending:

@@ -41,11 +41,13 @@ class Registry:
 
     HOOKS = {"generator": "dpgym_generators", "dataset": "dpgym_datasets", "metric": "dpgym_metrics"}
 
-    def __init__(self, manager: pluggy.PluginManager, packages: dict[str, str], env_plugins: str = "",
+    def __init__(self, manager: pluggy.PluginManager, packages: dict[str, str], worker_plugins: str = "",
                  direct: tuple[str, ...] = ()):
         self.manager = manager
-        self.env_plugins = env_plugins  # the DPGYM_PLUGINS value used; worker processes reuse it
-        self.direct = direct  # names of plugins given as objects: invisible to worker processes
+        # What worker processes must load beyond the entry points (a DPGYM_PLUGINS value): the
+        # variable's own modules, and `extra` plugins that are modules, which re-import by name.
+        self.worker_plugins = worker_plugins
+        self.direct = direct  # names of `extra` plugins that are not modules: invisible to workers
         self.kinds: dict[str, dict[str, Provided]] = {}
         for kind, hook in self.HOOKS.items():
             self.kinds[kind] = self._collect(kind, getattr(manager.hook, hook), packages)
@@ -72,10 +74,13 @@ class Registry:
             where = f"{PLUGINS_ENV} ({ref})"
             cls._register(manager, cls._load_reference(ref), ref, where)
             packages[ref] = where
+        portable, direct = [r.strip() for r in env_plugins.split(",") if r.strip()], []
         for name, plugin in (extra or {}).items():
             cls._register(manager, plugin, name, "registered directly")
             packages[name] = "registered directly"
-        return cls(manager, packages, env_plugins, tuple(extra or {}))
+            (portable if isinstance(plugin, ModuleType) else direct).append(
+                plugin.__name__ if isinstance(plugin, ModuleType) else name)
+        return cls(manager, packages, ",".join(portable), tuple(direct))
 
     @staticmethod
     def _load_reference(ref: str) -> object:
