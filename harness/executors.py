@@ -108,8 +108,10 @@ class ProcessExecutor:
         if not cells:
             return
         start_forkserver(self.registry.worker_plugins, sorted({c.dataset for c in cells}))
+        env = dict(os.environ)
         pending: dict[Future[Outcome], Any] = {
-            self.pool.submit(run_isolated, _task(self.plan, self.registry, c), self.cancel): c for c in cells}
+            self.pool.submit(run_isolated, replace(_task(self.plan, self.registry, c), env=env), self.cancel): c
+            for c in cells}
         while pending:
             done, _ = wait(pending, return_when=FIRST_COMPLETED)
             for future in done:

@@ -45,6 +45,9 @@ class CellTask:
     threads: int | None = 1  # None: the worker's cores // its task slots (a remote dask worker)
     timeout: float | None = None
     max_memory: int | None = None
+    # The driver's environment when the cell was handed over: the forkserver's is a snapshot of
+    # an earlier moment (None on a dask worker, whose own environment is the right one).
+    env: dict[str, str] | None = None
 
 
 @dataclass
@@ -106,6 +109,9 @@ def _exit_when_orphaned(supervisor_pid: int, supervisor_started: float) -> None:
 def _child_main(conn: Any, task: CellTask, supervisor: tuple[int, float]) -> None:
     _exit_when_orphaned(*supervisor)
     try:
+        if task.env is not None:
+            os.environ.clear()
+            os.environ.update(task.env)
         os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # before any CUDA context exists
         limit_threads(task.threads)
         from harness.runner import run_cell
