@@ -117,7 +117,8 @@ def _child_main(conn: Any, task: CellTask, supervisor: tuple[int, float]) -> Non
         from harness.runner import run_cell
 
         result, ledger, synthetic = run_cell(task.cell, worker_registry(task.plugins), device=task.device)
-        result["execution"] = {"pid": os.getpid(), "host": os.uname().nodename, "threads": task.threads}
+        result["execution"] = {"pid": os.getpid(), "host": os.uname().nodename, "threads": task.threads,
+                               "cpu_seconds": time.process_time()}  # this process's whole life, since its fork
         conn.send(("ok", (result, ledger, synthetic)))
     except BaseException as err:  # the harness's own fault in the child: report it, don't hang
         conn.send(("error", {"type": type(err).__name__, "message": str(err),
