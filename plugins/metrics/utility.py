@@ -4,7 +4,7 @@ Values (all higher is better), each the mean over the ten classifiers in `CLASSI
 - ``tstr_macro_f1``: macro-averaged F1 of the hard predictions (sklearn's default label set:
   classes in the test split or predicted).
 - ``tstr_auroc``: area under the ROC curve of the predicted probability of the positive class
-  (the schema's second category of a binary target); for a multiclass target the macro average
+  (the schema's second category of a two-category target); for more classes the macro average
   of one-vs-rest AUROC over the classes present in the test split.
 - ``tstr_apc``: average precision, with the same positive class / macro one-vs-rest convention.
 
@@ -76,7 +76,7 @@ CLASSIFIERS: dict[str, Callable[[int], ClassifierMixin]] = {
     # Serial: bagging parallelises over worker processes, each sent a copy of the training matrix,
     # while its ten trees take about a second of CPU on Adult.
     "bagging": lambda seed: BaggingClassifier(DecisionTreeClassifier(min_samples_leaf=MIN_SAMPLES_LEAF), random_state=seed),
-    "xgboost": lambda seed: XGBClassifier(tree_method="hist", n_jobs=N_JOBS, random_state=seed),
+    "xgboost": lambda seed: XGBClassifier(tree_method="hist", n_jobs=1, random_state=seed),
 }
 
 
@@ -85,7 +85,9 @@ def encode_features(frame: pd.DataFrame, schema: Schema) -> np.ndarray:
 
     One-hot over the schema's categories (a missing value is all zeros); numeric columns min-max
     scaled by the public bounds, with a missing-indicator column when the column is nullable.
-    Stand-in for `harness.encoding.TableEncoder(schema, discrete="onehot")` until that lands.
+    The same encoding as `harness.encoding.TableEncoder(schema, "onehot", columns=<features>)`,
+    which however refuses nullable numeric columns and missing categories; swap it in once it
+    takes them.
     """
     blocks = []
     for col in schema.features:
@@ -176,8 +178,8 @@ def evaluate(ctx: MetricContext) -> MetricResult:
     per_classifier: dict[str, dict[str, float]] = {}
     fallbacks: dict[str, str] = {}
     # Native pools (OpenMP, BLAS) spin-wait: with another process on the cores, 2-thread
-    # HistGradientBoosting took 10-24 s on Adult against 2.5 s single-threaded. Parallelism comes
-    # from joblib's n_jobs (forests, bagging) and xgboost's own n_jobs instead.
+    # HistGradientBoosting took 10-24 s on Adult against 2.5 s single-threaded, and 2-thread xgboost
+    # burnt 7x the CPU time of 1 thread. Only the random forest builds trees in 2 joblib threads.
     with threadpool_limits(limits=1):
         for name, factory in CLASSIFIERS.items():
             proba, fallback = fit_predict_proba(factory(ctx.seed), x_train, y_train, x_test, n_classes)
