@@ -6,6 +6,8 @@ import numpy as np
 import pandas as pd
 import pluggy
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from harness import hookspecs
 from harness.schema import Column, ColumnKind, Schema
@@ -148,3 +150,24 @@ def test_plugin_hook_provides_the_fidelity_spec_with_lower_is_better():
     }
     values = spec.evaluate(context(correlated_rows(300), correlated_rows(300, seed=2))).values
     assert set(values) == set(spec.directions)
+
+
+@settings(max_examples=50, deadline=None)
+@given(
+    real=st.lists(st.sampled_from(["red", "green", "blue"]), min_size=1, max_size=40),
+    synthetic=st.lists(st.sampled_from(["red", "green", "blue"]), min_size=1, max_size=40),
+)
+def test_total_variation_is_a_symmetric_distance_in_unit_interval(real, synthetic):
+    col = SCHEMA["colour"]
+    a, b = pd.Series(real, dtype=col.dtype), pd.Series(synthetic, dtype=col.dtype)
+    tvd = fidelity.total_variation(a, b, col)
+    assert 0.0 <= tvd <= 1.0 + 1e-12
+    assert tvd == pytest.approx(fidelity.total_variation(b, a, col))
+    assert fidelity.total_variation(a, a, col) == 0.0
+
+
+@settings(max_examples=10, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1))
+def test_kendall_mae_never_exceeds_rmse(seed):
+    result = fidelity.evaluate(context(correlated_rows(200, seed=seed), correlated_rows(200, seed=seed + 1)))
+    assert 0.0 <= result.values["kendall_mae"] <= result.values["kendall_rmse"] + 1e-12
