@@ -54,7 +54,7 @@ def _bin_counts(series: pd.Series, col: Column) -> np.ndarray:
         return np.bincount(np.where(codes < 0, len(col.categories), codes), minlength=len(col.categories) + 1)
     values = _numeric_values(series)
     missing = np.isnan(values)
-    # Clipping keeps every row in some bin, so both histograms sum to the same total.
+    # Clipping counts any out-of-bounds value in an edge bin instead of silently dropping it.
     present = np.clip(values[~missing], col.min, col.max)
     span = col.max - col.min + 1
     if col.kind is ColumnKind.INTEGER and span <= EXACT_INTEGER_VALUES:
