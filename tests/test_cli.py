@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -9,8 +10,9 @@ import pytest
 
 
 def dpgym(*args: str, cwd=None) -> subprocess.CompletedProcess:
+    env = {**os.environ, "COLUMNS": "250"}  # rich tables wrap at 80 columns without a terminal
     return subprocess.run([sys.executable, "-m", "harness.cli", *args], capture_output=True, text=True, cwd=cwd,
-                          timeout=300)
+                          timeout=300, env=env)
 
 
 def test_list_shows_plugins_with_their_package():
