@@ -2,6 +2,7 @@
 
 Exit codes: 0 the command completed (a run with failed cells still completes: they are reported);
 2 a user error (unknown plugin, bad suite or schema); 1 an infrastructure error.
+`dpgym check`: 0 no regression, 1 a regression, 2 a usage or infrastructure error.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from harness.check import compare, load_baseline, summarise, write_baseline
 from harness.datafiles import DatasetUnavailable
 from harness.inference import draft_toml, infer_schema, read_table
 from harness.leaderboard import write_leaderboard
@@ -60,6 +62,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     board = sub.add_parser("leaderboard", help="aggregate a run directory into leaderboard.csv / .md")
     board.add_argument("run_dir", type=Path)
+
+    check = sub.add_parser("check", help="compare a run with a committed baseline (CI regression gate)")
+    check.add_argument("run_dir", type=Path)
+    check.add_argument("--baseline", type=Path, required=True, help="e.g. leaderboard/baselines/golden.json")
+    check.add_argument("--alpha", type=float, default=0.05, help="one-sided test level for metric regressions")
+    check.add_argument("--update", action="store_true", help="rewrite the baseline from this run")
 
     schema = sub.add_parser("schema", help="work with dataset schemas")
     schema_sub = schema.add_subparsers(dest="schema_command", required=True)
@@ -159,6 +167,29 @@ def cmd_run(args: argparse.Namespace, registry: Registry, console: Console) -> N
     console.print(f"leaderboard: {args.out / 'leaderboard.csv'} and {args.out / 'leaderboard.md'}")
 
 
+def cmd_check(args: argparse.Namespace, registry: Registry, console: Console) -> int:
+    """0: no regression; 1: a metric or privacy regression (listed); errors raise (exit 2)."""
+    keys = suite_keys(args.run_dir, registry)
+    if args.update:
+        suite = RunStore(args.run_dir).manifest()["suite"]["name"]
+        write_baseline(args.run_dir, args.baseline, suite, keys)
+        console.print(f"baseline {args.baseline} rewritten from {args.run_dir}: review the diff before committing")
+        return 0
+    if not args.baseline.exists():
+        raise SuiteError(f"no baseline file {args.baseline} (create it with --update)")
+    findings = compare(load_baseline(args.baseline), summarise(args.run_dir, keys), metric_directions(registry),
+                       args.alpha)
+    for f in sorted(findings, key=lambda f: (not f.fails, f.kind, f.group)):
+        change = f": {f.baseline} → {f.now}" if f.baseline or f.now else ""
+        tolerance = f" (tolerance {f.tolerance})" if f.tolerance else ""
+        console.print(f"{f.kind.upper():11} {f.group[0]} × {f.group[1]} × ε={f.group[2]}  {f.what}{change}{tolerance}",
+                      markup=False, soft_wrap=True)
+    failed = [f for f in findings if f.fails]
+    console.print(f"{len(failed)} regressions ({sum(f.kind == 'privacy' for f in failed)} privacy), "
+                  f"{sum(f.kind == 'improvement' for f in findings)} improvements")
+    return 1 if failed else 0
+
+
 def cmd_schema_infer(args: argparse.Namespace, console: Console) -> None:
     """Draft a schema from the file's rows; the draft is marked unreviewed and says what to fix."""
     name = args.file.name.split(".")[0]
@@ -189,12 +220,14 @@ def main(argv: list[str] | None = None) -> int:
             console.print(f"leaderboard: {args.run_dir / 'leaderboard.csv'} and {args.run_dir / 'leaderboard.md'}")
         elif args.command == "schema":
             cmd_schema_infer(args, console)
+        elif args.command == "check":
+            return cmd_check(args, registry, console)
     except USER_ERRORS as error:
         err.print(f"dpgym: error: {error}", markup=False, soft_wrap=True)
         return 2
     except (StoreError, OSError, ValueError) as error:
         err.print(f"dpgym: error: {error}", markup=False, soft_wrap=True)
-        return 1
+        return 2 if args.command == "check" else 1
     return 0
 
 
