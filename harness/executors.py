@@ -83,8 +83,8 @@ def _task(plan: Plan, registry: Registry, cell: Any) -> CellTask:
 def _require_discoverable(registry: Registry, executor: str) -> None:
     if registry.direct:
         raise PluginError(
-            f"plugins {', '.join(registry.direct)} were registered as objects (not modules) and are invisible "
-            f"to the {executor} executor's worker processes; register them through DPGYM_PLUGINS=module:attr "
+            f"plugins {', '.join(registry.direct)} were registered as objects with state, which the {executor} "
+            f"executor's worker processes cannot re-create; register them through DPGYM_PLUGINS=module:attr "
             "or an entry point, or use the serial executor")
 
 

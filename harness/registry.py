@@ -45,9 +45,9 @@ class Registry:
                  direct: tuple[str, ...] = ()):
         self.manager = manager
         # What worker processes must load beyond the entry points (a DPGYM_PLUGINS value): the
-        # variable's own modules, and `extra` plugins that are modules, which re-import by name.
+        # variable's own plugins, and `extra` plugins that can be re-imported by name.
         self.worker_plugins = worker_plugins
-        self.direct = direct  # names of `extra` plugins that are not modules: invisible to workers
+        self.direct = direct  # names of `extra` plugins that cannot be re-imported: invisible to workers
         self.kinds: dict[str, dict[str, Provided]] = {}
         for kind, hook in self.HOOKS.items():
             self.kinds[kind] = self._collect(kind, getattr(manager.hook, hook), packages)
@@ -78,9 +78,25 @@ class Registry:
         for name, plugin in (extra or {}).items():
             cls._register(manager, plugin, name, "registered directly")
             packages[name] = "registered directly"
-            (portable if isinstance(plugin, ModuleType) else direct).append(
-                plugin.__name__ if isinstance(plugin, ModuleType) else name)
+            ref = cls._reference(plugin)
+            portable.append(ref) if ref else direct.append(name)
         return cls(manager, packages, ",".join(portable), tuple(direct))
+
+    @staticmethod
+    def _reference(plugin: object) -> str | None:
+        """How a worker process can load the same plugin: a module by name, or a stateless instance
+        of a module-level class as "module:Class"; None when it cannot (it holds state)."""
+        if isinstance(plugin, ModuleType):
+            return plugin.__name__
+        cls_ = type(plugin)
+        state = getattr(plugin, "__dict__", None)
+        if state is None or state:  # __slots__ (state unknown) or attributes set on the instance
+            return None
+        try:
+            found = getattr(importlib.import_module(cls_.__module__), cls_.__qualname__, None)
+        except ImportError:
+            return None
+        return f"{cls_.__module__}:{cls_.__qualname__}" if found is cls_ else None
 
     @staticmethod
     def _load_reference(ref: str) -> object:
@@ -96,6 +112,13 @@ class Registry:
 
     @staticmethod
     def _register(manager: pluggy.PluginManager, plugin: object, name: str, package: str) -> None:
+        wanted = getattr(plugin, "DPGYM_API_VERSION", hookspecs.DPGYM_API_VERSION)
+        if wanted != hookspecs.DPGYM_API_VERSION:
+            newer = "dpgym" if wanted > hookspecs.DPGYM_API_VERSION else package
+            raise PluginError(
+                f"plugin {name!r} from {package} was written for dpgym plugin API {wanted}, but this dpgym "
+                f"speaks API {hookspecs.DPGYM_API_VERSION}: upgrade {newer}"
+            )
         if manager.has_plugin(name):
             raise PluginError(f"two plugins are named {name!r} (the second from {package})")
         try:

@@ -111,9 +111,13 @@ def test_dask_local_cluster_gives_the_same_leaderboard_as_processes(registry, tm
     assert history[-1]["execution"]["executor"] == "dask"
 
 
-def test_plugins_registered_as_objects_are_refused_by_process_executors():
-    registry = Registry.discover(extra={"faulty": FaultyGenerators()})
-    with pytest.raises(PluginError, match="invisible to the processes executor"):
+def test_plugins_given_as_objects_reach_workers_when_they_can_be_recreated():
+    stateless = Registry.discover(extra={"faulty": FaultyGenerators()})
+    assert stateless.worker_plugins == "tests.fake_plugins:FaultyGenerators" and not stateless.direct
+    holder = FaultyGenerators()
+    holder.note = "state a worker could not re-create"
+    registry = Registry.discover(extra={"faulty": holder})
+    with pytest.raises(PluginError, match="cannot re-create"):
         ProcessExecutor(Plan.resolve(Settings()), registry)
 
 
