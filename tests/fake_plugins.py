@@ -102,13 +102,12 @@ class Sleeper(Uniform):
 
 
 class Hog(Uniform):
-    """Allocates (and touches) 64 MiB more every few milliseconds: only a memory limit stops it."""
+    """Allocates (and touches) 128 MiB after 128 MiB: only a memory limit stops it."""
 
     def fit(self, train: pd.DataFrame, schema: Schema, budget: Budget, seed: int) -> Ledger:
         hoard = []
         while True:
-            hoard.append(np.ones(2**23))  # 64 MiB of float64, written so it is resident
-            time.sleep(0.005)
+            hoard.append(np.ones(2**24))  # 128 MiB of float64, written so it is resident
 
 
 class Exiter(Uniform):
