@@ -155,8 +155,9 @@ def cell_header(cell: Cell, registry: Registry) -> dict[str, Any]:
 
 
 def resolve_device(requested: str, spec: GeneratorSpec) -> str:
-    """The device a cell runs on. Torch is imported only for a generator that declares CUDA."""
-    if requested == "cpu" or "cuda" not in spec.devices:
+    """The device a cell runs on. A generator can use a GPU iff it takes a `device` hyper-parameter
+    (docs/plugins.md); torch is imported only for such a generator."""
+    if requested == "cpu" or "device" not in spec.defaults:
         return "cpu"
     import torch
 
@@ -168,9 +169,9 @@ def resolve_device(requested: str, spec: GeneratorSpec) -> str:
 
 
 def _deterministic_torch(device: str, spec: GeneratorSpec) -> None:
-    """Deterministic kernels wherever torch is in use (a generator that declares CUDA, or a plugin
-    module that imported it); a torch-free cell never imports it."""
-    if "cuda" not in spec.devices and "torch" not in sys.modules:
+    """Deterministic kernels wherever torch is in use (a generator with a device hyper-parameter, or
+    a plugin module that imported it); a torch-free cell never imports it."""
+    if "device" not in spec.defaults and "torch" not in sys.modules:
         return
     os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # needed by deterministic cuBLAS
     import torch
@@ -192,7 +193,8 @@ def run_cell(cell: Cell, registry: Registry, device: str = "cpu",
     with PeakRss() as rss, warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
-            result["device"] = resolve_device(device, provided.spec)
+            # An explicit `device` hyper-parameter (suite or --set) wins over the run's --device.
+            result["device"] = resolve_device(str(cell.generator.params.get("device", device)), provided.spec)
             _deterministic_torch(result["device"], provided.spec)
             metrics = [registry.metric(name) for name in cell.metrics]
             ledger_json, synthetic = _execute(cell, provided, dataset, metrics, result)
@@ -238,7 +240,10 @@ def _execute(cell: Cell, provided: Provided, dataset: DatasetSpec, metrics: list
     seeds = result["seeds"]
     split: Split = _timed(result, "load_seconds", "load", lambda: _load_split(dataset.load))
     schema = dataset.schema()
-    generator = _stage("build", lambda: spec.build(cell.generator.params, device=result["device"]))
+    params = dict(cell.generator.params)
+    if "device" in spec.defaults:  # the generator can use a GPU: it gets the device resolved for it
+        params["device"] = result["device"]
+    generator = _stage("build", lambda: spec.build(params))
     train = split.train.copy()  # the generator gets its own copy: it cannot alter what metrics see
     ledger: Ledger = _timed(result, "fit_seconds", "fit", lambda: generator.fit(train, schema, cell.budget, seeds["fit"]))
     if not isinstance(ledger, Ledger):

@@ -48,19 +48,15 @@ class GeneratorSpec:
     supports: frozenset[ColumnKind] = frozenset(ColumnKind)
     description: str = ""
     quick_params: Mapping[str, Any] = field(default_factory=dict)  # cheap settings for conformance checks
-    # Devices the factory can run on. A spec listing "cuda" gets the resolved device as the
-    # factory keyword `device` ("cpu" or "cuda"); a CPU-only spec is never handed one.
-    devices: frozenset[str] = frozenset({"cpu"})
 
-    def build(self, params: Mapping[str, Any], device: str | None = None) -> Generator:
+    def build(self, params: Mapping[str, Any]) -> Generator:
         unknown = sorted(set(params) - set(self.defaults))
         if unknown:
             raise SpecError(
                 f"generator {self.name!r}: unknown hyper-parameters {unknown} "
                 f"(it takes: {', '.join(sorted(self.defaults)) or 'none'})"
             )
-        extra = {"device": device} if device is not None and "cuda" in self.devices else {}
-        return self.factory(**{**self.defaults, **params}, **extra)
+        return self.factory(**{**self.defaults, **params})
 
 
 @dataclass(frozen=True)

@@ -126,7 +126,7 @@ class Segfaulter(Uniform):
 class Probe(Uniform):
     """Reports, as warnings in result.json, the device it was given and the threads it may use."""
 
-    def __init__(self, device: str = "unset"):
+    def __init__(self, device: str = "auto"):
         self.device = device
 
     def fit(self, train: pd.DataFrame, schema: Schema, budget: Budget, seed: int) -> Ledger:
@@ -143,7 +143,7 @@ class ExecutionFaults:
         return [_spec("sleeper", Sleeper, Guarantee.PURE), _spec("hog", Hog, Guarantee.PURE),
                 _spec("exiter", Exiter, Guarantee.PURE), _spec("segfaulter", Segfaulter, Guarantee.PURE),
                 GeneratorSpec(name="probe", version="1", factory=Probe, guarantee=Guarantee.PURE,
-                              devices=frozenset({"cpu", "cuda"}))]
+                              defaults={"device": "auto"})]
 
 
 # --- a cheap deterministic metric, so leaderboards of test runs have metric columns -------------
