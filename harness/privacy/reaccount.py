@@ -1,6 +1,7 @@
 """Independent re-accounting of a ledger: the harness recomputes ε from each entry's recorded
 parameters with the `prv-accountant` package (Gopi et al. 2021), composing all entries jointly,
-and refuses a cell whose claim is below that figure or whose spend exceeds its budget.
+and refuses a cell whose claim is below that figure or whose spend exceeds its budget. An RDP
+figure (Opacus's analysis, all entries summed per order) is reported beside it as a second opinion.
 """
 
 from __future__ import annotations
@@ -35,10 +36,11 @@ class Reaccounting:
     accountant: str
     verdict: str  # "ok", "underclaimed" or "over_budget"
     detail: str = ""
+    rdp_epsilon: float | None = None  # second opinion; None when some entry has no RDP rule
 
     def to_dict(self) -> dict[str, Any]:
         return {"epsilon": self.epsilon, "delta": self.delta, "accountant": self.accountant,
-                "verdict": self.verdict, "detail": self.detail}
+                "verdict": self.verdict, "detail": self.detail, "rdp_epsilon": self.rdp_epsilon}
 
 
 def _pure_epsilon(entry: LedgerEntry) -> float | None:
@@ -83,6 +85,26 @@ def independent_epsilon(entries: list[LedgerEntry], delta: float) -> tuple[float
     return float(eps_upper), f"prv-accountant {version('prv-accountant')} (joint PRV composition, upper bound)"
 
 
+# mechanism name → (sample rate, noise multiplier, steps) for the subsampled-Gaussian RDP analysis
+RDP_PHASES: dict[str, Callable[[dict[str, Any]], tuple[float, float, int]]] = {
+    "gaussian": lambda p: (1.0, float(p["sigma"]) / float(p["l2_sensitivity"]), 1),
+    "subsampled_gaussian": lambda p: (float(p["sample_rate"]), float(p["noise_multiplier"]), int(p["steps"])),
+}
+
+
+def rdp_epsilon(entries: list[LedgerEntry], delta: float) -> float | None:
+    """ε of all entries from Opacus's subsampled-Gaussian RDP, summed per order and converted once
+    (Balle et al. 2020 conversion); None if an entry has no RDP rule here or δ = 0.
+
+    Opacus (and torch) are imported only when a ledger needs this, so `harness.privacy` stays light.
+    """
+    if not entries or delta <= 0 or any(e.mechanism not in RDP_PHASES for e in entries):
+        return None
+    from harness.privacy.accountants import Phase, RDPAccountant
+
+    return RDPAccountant().epsilon([Phase(*RDP_PHASES[e.mechanism](e.params)) for e in entries], delta)
+
+
 def reaccount(ledger: Ledger, budget: Budget) -> Reaccounting:
     """Re-account `ledger`; the verdict says whether the cell may be ranked."""
     if ledger.guarantee is Guarantee.NONE:
@@ -92,16 +114,17 @@ def reaccount(ledger: Ledger, budget: Budget) -> Reaccounting:
         epsilon, accountant = independent_epsilon(ledger.entries, delta)
     except PrivacyViolation as err:
         return Reaccounting(math.nan, delta, "none", "unaccountable", str(err))
+    rdp = rdp_epsilon(ledger.entries, delta)
     slack = max(ABSOLUTE_TOLERANCE, RELATIVE_TOLERANCE * epsilon)
     if ledger.epsilon < epsilon - slack:
         return Reaccounting(epsilon, delta, accountant, "underclaimed",
-                            f"claimed ε={ledger.epsilon:.6g} but the mechanisms spend ε={epsilon:.6g}")
+                            f"claimed ε={ledger.epsilon:.6g} but the mechanisms spend ε={epsilon:.6g}", rdp)
     if budget.is_private and (epsilon > budget.epsilon + slack or ledger.epsilon > budget.epsilon * (1 + 1e-9)
                               or delta > budget.delta * (1 + 1e-9)):
         return Reaccounting(epsilon, delta, accountant, "over_budget",
                             f"spends ε={max(epsilon, ledger.epsilon):.6g}, δ={delta:.3g} "
-                            f"over the budget ε={budget.epsilon:g}, δ={budget.delta:g}")
-    return Reaccounting(epsilon, delta, accountant, "ok")
+                            f"over the budget ε={budget.epsilon:g}, δ={budget.delta:g}", rdp)
+    return Reaccounting(epsilon, delta, accountant, "ok", rdp_epsilon=rdp)
 
 
 def enforce(ledger: Ledger, budget: Budget) -> Reaccounting:
