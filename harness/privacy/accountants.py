@@ -60,6 +60,7 @@ class Accountant(ABC):
     """ε of a sequence of phases composed, at a given δ."""
 
     name: ClassVar[str]  # also the ledger's composition name
+    certified: ClassVar[bool] = True  # an upper bound on ε, not an approximation
 
     @abstractmethod
     def epsilon(self, phases: Sequence[Phase], delta: float) -> float: ...
@@ -142,6 +143,7 @@ class GDPAccountant(Accountant):
     """
 
     name = "gdp"
+    certified = False
 
     def __init__(self, poisson: bool = True):
         self.poisson = poisson

@@ -34,7 +34,7 @@ from opacus.grad_sample import GradSampleModule
 from opacus.utils.uniform_sampler import UniformWithReplacementSampler
 from torch import Tensor, nn
 
-from harness.privacy.accountants import Accountant, GDPAccountant, Phase, PRVAccountant, calibrate, make_accountant
+from harness.privacy.accountants import Accountant, Phase, PRVAccountant, calibrate, make_accountant
 from harness.privacy.budget import Budget, Guarantee
 from harness.privacy.clipping import (
     ClippingStrategy,
@@ -69,6 +69,7 @@ class _Tap(torch.autograd.Function):
 class _HookEngine:
     """Per-example clipping inside the backward pass (see module docstring)."""
 
+    networks: list[nn.Module]
     layers: list[tuple[nn.Module, float]]
     strategy: ClippingStrategy
     generator: torch.Generator | None
@@ -223,8 +224,7 @@ class PrivatePhase:
         self._noise_seed = seeds[1]
         self._noise: dict[torch.device, torch.Generator] = {}
         clip_generator = torch.Generator().manual_seed(seeds[2])
-        self.engine = (_HookEngine(self.layers, self.strategy, clip_generator) if engine == "fast"
-                       else _OpacusEngine(list(self.networks.values()), self.layers, self.strategy, clip_generator))
+        self.engine = ENGINES[engine](list(self.networks.values()), self.layers, self.strategy, clip_generator)
         self.noise_multiplier: float | None = None
         self.steps_taken = 0
         self._attached = False
@@ -351,8 +351,7 @@ class DPSGD:
         claim (`Ledger.claim`, composition = the accountant's name)."""
         self.calibrate()
         delta = self.budget.delta
-        certified = not isinstance(self.accountant, GDPAccountant)  # GDP's CLT is an approximation
-        ledger = Ledger(Guarantee.FORMAL if certified else Guarantee.NOMINAL)
+        ledger = Ledger(Guarantee.FORMAL if self.accountant.certified else Guarantee.NOMINAL)
         for phase in self.phases:
             ledger.record(LedgerEntry(
                 mechanism="subsampled_gaussian",
