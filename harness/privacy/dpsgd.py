@@ -142,13 +142,13 @@ class _HookEngine:
         if self._deferred:
             grads, thresholds = zip(*self._deferred)
             self._accumulate(self.strategy.clip(list(grads), list(thresholds), self.generator))
+        summed, self._summed = self._summed, {}
+        self._calls, self._arrived, self._deferred = {}, {}, []
         leaked = [p for m, _ in self.layers for p in m.parameters(recurse=False) if p.requires_grad and p.grad is not None]
         if leaked:
             raise PrivacyViolation(
                 f"{len(leaked)} parameter(s) got a gradient outside their layer's forward pass (e.g. a "
                 "log-det term computed from the parameters): it would skip per-example clipping")
-        summed, self._summed = self._summed, {}
-        self._calls, self._arrived, self._deferred = {}, {}, []
         return summed
 
 
