@@ -1,4 +1,4 @@
-"""The `dpgym` command: list plugins, run a grid, build its leaderboard.
+"""The `dpgym` command: list plugins, run a grid, build its leaderboard and report.
 
 Exit codes: 0 the command completed (a run with failed cells still completes: they are reported);
 2 a user error (unknown plugin, bad suite or schema); 1 an infrastructure error.
@@ -16,6 +16,7 @@ from rich.table import Table
 from harness.datafiles import DatasetUnavailable
 from harness.leaderboard import write_leaderboard
 from harness.registry import PluginError, Registry
+from harness.report import write_report
 from harness.runner import run_suite
 from harness.schema import SchemaError
 from harness.specs import Direction, SpecError
@@ -51,6 +52,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     board = sub.add_parser("leaderboard", help="aggregate a run directory into leaderboard.csv / .md")
     board.add_argument("run_dir", type=Path)
+
+    report = sub.add_parser("report", help="write the run's self-contained HTML report (DIR/report.html)")
+    report.add_argument("run_dir", type=Path)
+    report.add_argument("--out", type=Path, help="where to write the report (default: RUN_DIR/report.html)")
     return parser
 
 
@@ -128,6 +133,7 @@ def cmd_run(args: argparse.Namespace, registry: Registry, console: Console) -> N
     _, markdown = write_leaderboard(args.out, metric_directions(registry))
     console.print(markdown, highlight=False, markup=False)
     console.print(f"leaderboard: {args.out / 'leaderboard.csv'} and {args.out / 'leaderboard.md'}")
+    console.print(f"report: {write_report(args.out, registry)}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -144,6 +150,8 @@ def main(argv: list[str] | None = None) -> int:
             _, markdown = write_leaderboard(args.run_dir, metric_directions(registry))
             console.print(markdown, markup=False)
             console.print(f"leaderboard: {args.run_dir / 'leaderboard.csv'} and {args.run_dir / 'leaderboard.md'}")
+        elif args.command == "report":
+            console.print(f"report: {write_report(args.run_dir, registry, args.out)}")
     except USER_ERRORS as error:
         err.print(f"dpgym: error: {error}", markup=False, soft_wrap=True)
         return 2
