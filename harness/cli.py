@@ -14,6 +14,7 @@ from rich.console import Console
 from rich.table import Table
 
 from harness.datafiles import DatasetUnavailable
+from harness.inference import draft_toml, infer_schema, read_table
 from harness.leaderboard import write_leaderboard
 from harness.registry import PluginError, Registry
 from harness.report import write_report
@@ -56,6 +57,12 @@ def build_parser() -> argparse.ArgumentParser:
     report = sub.add_parser("report", help="write the run's self-contained HTML report (DIR/report.html)")
     report.add_argument("run_dir", type=Path)
     report.add_argument("--out", type=Path, help="where to write the report (default: RUN_DIR/report.html)")
+
+    schema = sub.add_parser("schema", help="work with dataset schemas")
+    schema_sub = schema.add_subparsers(dest="schema_command", required=True)
+    infer = schema_sub.add_parser("infer", help="draft a schema from a CSV/Parquet file, for you to review")
+    infer.add_argument("file", type=Path)
+    infer.add_argument("--out", type=Path, help="write the draft here (never overwrites); default: print it")
     return parser
 
 
@@ -136,6 +143,19 @@ def cmd_run(args: argparse.Namespace, registry: Registry, console: Console) -> N
     console.print(f"report: {write_report(args.out, registry)}")
 
 
+def cmd_schema_infer(args: argparse.Namespace, console: Console) -> None:
+    """Draft a schema from the file's rows; the draft is marked unreviewed and says what to fix."""
+    name = args.file.name.split(".")[0]
+    text = draft_toml(infer_schema(read_table(args.file), name), str(args.file))
+    if args.out is None:
+        sys.stdout.write(text)
+        return
+    if args.out.exists():
+        raise SchemaError(f"{args.out} exists; remove it or choose another --out (a reviewed schema is never overwritten)")
+    args.out.write_text(text)
+    console.print(f"draft schema written to {args.out}: derived from the data, so review it and set reviewed = true")
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     console = Console(highlight=False)
@@ -152,6 +172,8 @@ def main(argv: list[str] | None = None) -> int:
             console.print(f"leaderboard: {args.run_dir / 'leaderboard.csv'} and {args.run_dir / 'leaderboard.md'}")
         elif args.command == "report":
             console.print(f"report: {write_report(args.run_dir, registry, args.out)}")
+        elif args.command == "schema":
+            cmd_schema_infer(args, console)
     except USER_ERRORS as error:
         err.print(f"dpgym: error: {error}", markup=False, soft_wrap=True)
         return 2

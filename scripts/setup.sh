@@ -9,9 +9,14 @@ fi
 stamp=.venv/.dpgym-installed
 want=$(cat pyproject.toml constraints.txt | sha256sum | cut -d' ' -f1)
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
-  .venv/bin/python -m pip install --quiet --upgrade pip 2>&1 | grep -v '^WARNING: Location' || true
+  echo "setting up .venv (pinned by constraints.txt; log in .venv/setup.log)"
   # torch==2.13.0 is pinned: an unpinned torch would pull a multi-GB CUDA build.
-  .venv/bin/python -m pip install --quiet -c constraints.txt -e '.[test]' 2>&1 | grep -v '^WARNING: Location' || true
-  .venv/bin/python -c "import harness, torch, opacus, xgboost" # fail loudly if the install did not take
+  if ! { .venv/bin/python -m pip install --upgrade pip &&
+         .venv/bin/python -m pip install -c constraints.txt -e '.[test]'; } > .venv/setup.log 2>&1; then
+    grep -v '^WARNING: Location' .venv/setup.log | tail -40
+    echo "set-up failed (full log: .venv/setup.log)" >&2
+    exit 1
+  fi
+  .venv/bin/python -c "import harness, torch, opacus, xgboost"  # fail loudly if the install did not take
   echo "$want" > "$stamp"
 fi
