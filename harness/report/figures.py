@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 import io
 import math
+import warnings
 from collections.abc import Sequence
 
 import matplotlib
@@ -42,7 +43,8 @@ def to_data_uri(fig: plt.Figure, tight: bool = False) -> str:
 
 def generator_palette(generators: Sequence[str]) -> dict[str, tuple[float, float, float]]:
     """One colour per generator, the same in every figure of a report."""
-    colours = sns.color_palette("colorblind", max(len(generators), 1))
+    # Dark2 has 8 well-separated colours and none is the blue/orange reserved for real/synthetic.
+    colours = sns.color_palette("Dark2" if len(generators) <= 8 else "husl", max(len(generators), 1))
     return dict(zip(sorted(generators), colours))
 
 
@@ -171,11 +173,14 @@ def kendall_heatmaps(panels: Sequence[tuple[str, pd.DataFrame]]) -> str:
     fig, axes = plt.subplots(1, len(panels), figsize=(size * len(panels) + 0.6, size + 0.3), squeeze=False)
     fig.subplots_adjust(left=0.3 / len(panels) + 0.06, right=0.92, bottom=0.22, top=0.9, wspace=0.45)
     cbar_ax = fig.add_axes((0.94, 0.25, 0.012, 0.6))
-    for i, (ax, (title, matrix)) in enumerate(zip(axes.flat, panels)):
-        sns.heatmap(matrix, ax=ax, vmin=-1, vmax=1, center=0, cmap="vlag", square=True, cbar=i == 0,
-                    cbar_ax=cbar_ax if i == 0 else None, xticklabels=True, yticklabels=i == 0)
-        ax.set_title(title, fontsize=9)
-        ax.tick_params(labelsize=4 if n > 20 else 6, length=0)
+    with warnings.catch_warnings():
+        # seaborn 0.13 calls Colormap.set_bad, which matplotlib 3.11 marks for deprecation; nothing to act on here.
+        warnings.simplefilter("ignore", PendingDeprecationWarning)
+        for i, (ax, (title, matrix)) in enumerate(zip(axes.flat, panels)):
+            sns.heatmap(matrix, ax=ax, vmin=-1, vmax=1, center=0, cmap="vlag", square=True, cbar=i == 0,
+                        cbar_ax=cbar_ax if i == 0 else None, xticklabels=True, yticklabels=i == 0)
+            ax.set_title(title, fontsize=9)
+            ax.tick_params(labelsize=4 if n > 20 else 6, length=0)
     return to_data_uri(fig)
 
 
