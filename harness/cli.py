@@ -113,18 +113,26 @@ def cmd_list(registry: Registry, console: Console) -> None:
         defaults = ", ".join(f"{k}={v}" for k, v in p.spec.defaults.items())
         gens.add_row(name, p.spec.version, str(p.spec.guarantee), defaults, p.package)
     data = Table(title="datasets")
-    for col in ("name", "version", "licence", "sha256", "provided by"):
+    for col in ("name", "version", "available", "licence", "sha256", "provided by"):
         data.add_column(col)
+    how_to = []
     for name, p in sorted(registry.kinds["dataset"].items()):
-        data.add_row(name, p.spec.version, p.spec.license, p.spec.checksum[:12], p.package)
+        missing = p.spec.availability() if p.spec.availability else ""
+        if missing:
+            how_to.append(f"{name}: {missing}")
+        data.add_row(name, p.spec.version, "no (see below)" if missing else "yes", p.spec.license,
+                     p.spec.checksum[:12], p.package)
     mets = Table(title="metrics")
     for col in ("name", "version", "values (direction)", "provided by"):
         mets.add_column(col)
     for name, p in sorted(registry.kinds["metric"].items()):
         values = ", ".join(f"{k} ({'↑' if d is Direction.HIGHER else '↓'})" for k, d in p.spec.directions.items())
         mets.add_row(name, p.spec.version, values, p.package)
-    for table in (gens, data, mets):
-        console.print(table)
+    console.print(gens)
+    console.print(data)
+    for line in how_to:
+        console.print(f"  {line}", markup=False, soft_wrap=True)
+    console.print(mets)
 
 
 def cmd_run(args: argparse.Namespace, registry: Registry, console: Console) -> None:
