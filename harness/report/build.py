@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import jinja2
+import markupsafe
 import numpy as np
 import pandas as pd
 
@@ -71,6 +72,7 @@ class Cell:
     sort: float | str
     css: str = ""
     note: str = ""
+    rank: str = ""
 
 
 def ordered_metrics(metrics: list[str], families: dict[str, str]) -> list[str]:
@@ -85,7 +87,8 @@ def overview_tables(lb: Leaderboard, families: dict[str, str]) -> list[dict[str,
     tables = []
     for dataset, part in board.groupby("dataset", sort=True):
         header = ["generator", "guarantee", "ε", "seeds", "failures"]
-        header += [f"{m} {'↑' if lb.directions.get(m, Direction.HIGHER) is Direction.HIGHER else '↓'}" for m in metrics]
+        header += [f"{m}\u00a0{'↑' if lb.directions.get(m, Direction.HIGHER) is Direction.HIGHER else '↓'}"
+                   for m in metrics]
         header += ["fit s", "sample s", "peak MB", "audit"]
         rows = []
         previous_epsilon = None
@@ -102,8 +105,8 @@ def overview_tables(lb: Leaderboard, families: dict[str, str]) -> list[dict[str,
                 top = math.isfinite(mean) and len(means) > 1 and mean == (means.max() if higher else means.min())
                 css = " ".join(c for c in ("best" if rank == 1 and len(means) > 1 else "", "top" if top else "") if c)
                 note = f"[{_num(low)}, {_num(high)}]" if math.isfinite(low) else "one seed: no CI"
-                rank_text = f" #{rank:g}" if math.isfinite(rank) else ""
-                cells.append(Cell(_num(mean), mean if math.isfinite(mean) else -1e300, css + " metric", note + rank_text))
+                cells.append(Cell(_num(mean), mean if math.isfinite(mean) else -1e300, css + " metric", note,
+                                  f"{rank:g}" if math.isfinite(rank) else ""))
             for column, digits in (("fit_seconds_mean", 2), ("sample_seconds_mean", 2), ("peak_rss_mb_max", 0)):
                 value = row[column]
                 best = math.isfinite(value) and value == same[column].min() and len(same) > 1
@@ -274,6 +277,9 @@ def render(context: dict[str, Any]) -> str:
                              trim_blocks=True, lstrip_blocks=True)
     env.filters["num"] = _num
     env.filters["eps"] = _eps
+    # Let long metric names wrap after their underscores, so the table fits the page.
+    env.filters["breakable"] = lambda text: markupsafe.Markup("_<wbr>").join(
+        markupsafe.escape(part) for part in str(text).split("_"))
     return env.get_template("report.html.j2").render(**context)
 
 
