@@ -277,6 +277,7 @@ def render(context: dict[str, Any]) -> str:
                              trim_blocks=True, lstrip_blocks=True)
     env.filters["num"] = _num
     env.filters["eps"] = _eps
+    env.filters["sig"] = _sig
     # Let long metric names wrap after their underscores, so the table fits the page.
     env.filters["breakable"] = lambda text: markupsafe.Markup("_<wbr>").join(
         markupsafe.escape(part) for part in str(text).split("_"))
