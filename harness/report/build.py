@@ -174,62 +174,80 @@ def _reference_epsilon(epsilons: list[float]) -> float:
     return min(finite, key=lambda e: (abs(math.log(e / REFERENCE_EPSILON)), -e))
 
 
+def _curves(part: pd.DataFrame, lb: Leaderboard, families: dict[str, str], palette: dict[str, Any]) -> list[dict]:
+    """One metric-vs-ε figure per metric family (utility, then fidelity, then others)."""
+    directions = {m: str(lb.directions.get(m, Direction.HIGHER)) for m in lb.metrics}
+    by_family: dict[str, list[str]] = {}
+    for m in ordered_metrics(lb.metrics, families):
+        if part[f"{m}_mean"].notna().any():
+            by_family.setdefault(families.get(m, "other"), []).append(m)
+    curves = []
+    for family, metrics in sorted(by_family.items(), key=lambda kv: {"utility": 0, "fidelity": 1}.get(kv[0], 2)):
+        uri = figures.metric_curves(part, metrics, directions, palette)
+        if uri:
+            curves.append({"title": FAMILY_TITLES.get(family, family), "uri": uri})
+    return curves
+
+
+class RealRows:
+    """A dataset's real training rows and schema, with its Kendall-τ matrix computed at most once."""
+
+    def __init__(self, train: pd.DataFrame, schema: Schema):
+        self.train, self.schema = train, schema
+        self._tau: pd.DataFrame | None = None
+
+    def kendall(self) -> pd.DataFrame:
+        if self._tau is None:
+            self._tau = kendall_matrix(self.train, self.schema, seed=0)
+        return self._tau
+
+
+def _generator_figures(run_dir: Path, mine: pd.DataFrame, reference: float, real: RealRows) -> dict[str, Any]:
+    """Marginals and Kendall-τ heatmaps of one generator's cell at the reference ε (lowest finished seed)."""
+    entry: dict[str, Any] = {"generator": mine.generator.iloc[0], "message": "", "cell": ""}
+    ok = mine[mine.status == "ok"]
+    if ok.empty:
+        first = mine.iloc[0]
+        entry["message"] = f"No synthetic data: every cell {first.status}. {first.error}"
+        return entry
+    at = ok[ok.epsilon == reference]
+    if at.empty:  # this generator did not run (or failed) at the reference ε: take its closest
+        at = ok[ok.epsilon == _reference_epsilon(sorted(ok.epsilon.unique()))]
+    chosen = at.sort_values("seed").iloc[0]
+    folder = run_dir / "cells" / chosen.key
+    synthetic = pd.read_parquet(folder / "synthetic.parquet")
+    entry["cell"] = f"ε = {_eps(chosen.epsilon)}, seed {chosen.seed}"
+    entry["marginals"] = figures.marginals(real.train, synthetic, real.schema)
+    detail = json.loads((folder / "result.json").read_text()).get("metric_detail", {}).get("fidelity", {})
+    if "kendall_real" in detail and "kendall_synthetic" in detail:
+        real_tau = _matrix_from_pairs(detail["kendall_real"], real.schema.names)
+        synth_tau = _matrix_from_pairs(detail["kendall_synthetic"], real.schema.names)
+        entry["kendall_source"] = "the fidelity metric's τ-b matrices for this cell"
+    else:
+        real_tau, synth_tau = real.kendall(), kendall_matrix(synthetic, real.schema, seed=0)
+        entry["kendall_source"] = f"τ-b recomputed on at most {KENDALL_MAX_ROWS:,} rows of each table"
+    entry["kendall"] = figures.kendall_heatmaps(
+        [("real", real_tau), ("synthetic", synth_tau), ("synthetic − real", synth_tau - real_tau)])
+    return entry
+
+
 def dataset_sections(run_dir: Path, lb: Leaderboard, registry: Registry, palette: dict[str, Any]) -> list[dict[str, Any]]:
     """Per dataset: the metric-vs-ε curves, then per generator its marginals and Kendall-τ heatmaps."""
     sections = []
     families = metric_info(registry)[1]
-    directions = {m: str(lb.directions.get(m, Direction.HIGHER)) for m in lb.metrics}
     for dataset, part in lb.board.groupby("dataset", sort=True):
-        section: dict[str, Any] = {"dataset": dataset, "curves": [], "generators": [], "note": ""}
-        by_family: dict[str, list[str]] = {}
-        for m in ordered_metrics(lb.metrics, families):
-            if part[f"{m}_mean"].notna().any():
-                by_family.setdefault(families.get(m, "other"), []).append(m)
-        for family, ms in sorted(by_family.items(), key=lambda kv: {"utility": 0, "fidelity": 1}.get(kv[0], 2)):
-            uri = figures.metric_curves(part, ms, directions, palette)
-            if uri:
-                section["curves"].append({"title": FAMILY_TITLES.get(family, family), "uri": uri})
         cells = lb.cells[lb.cells.dataset == dataset]
         reference = _reference_epsilon(sorted(cells.epsilon.unique()))
-        section["reference_epsilon"] = _eps(reference)
+        section: dict[str, Any] = {"dataset": dataset, "curves": _curves(part, lb, families, palette),
+                                   "generators": [], "note": "", "reference_epsilon": _eps(reference)}
         try:
             spec = registry.dataset(dataset)
-            schema, real = spec.schema(), spec.load().train
+            real = RealRows(spec.load().train, spec.schema())
         except (PluginError, DatasetUnavailable, OSError) as err:
             section["note"] = f"Real rows unavailable, so no marginal or Kendall-τ figures: {err}"
-            sections.append(section)
-            continue
-        real_tau_fallback: pd.DataFrame | None = None
-        for generator in sorted(cells.generator.unique()):
-            entry: dict[str, Any] = {"generator": generator, "message": "", "cell": ""}
-            mine = cells[cells.generator == generator]
-            ok = mine[mine.status == "ok"]
-            if ok.empty:
-                first = mine.iloc[0]
-                entry["message"] = f"No synthetic data: every cell {first.status}. {first.error}"
-                section["generators"].append(entry)
-                continue
-            at = ok[ok.epsilon == reference]
-            if at.empty:  # this generator did not run (or failed) at the reference ε: take its closest
-                at = ok[ok.epsilon == _reference_epsilon(sorted(ok.epsilon.unique()))]
-            chosen = at.sort_values("seed").iloc[0]
-            folder = run_dir / "cells" / chosen.key
-            synthetic = pd.read_parquet(folder / "synthetic.parquet")
-            entry["cell"] = f"ε = {_eps(chosen.epsilon)}, seed {chosen.seed}"
-            entry["marginals"] = figures.marginals(real, synthetic, schema)
-            detail = json.loads((folder / "result.json").read_text()).get("metric_detail", {}).get("fidelity", {})
-            if "kendall_real" in detail and "kendall_synthetic" in detail:
-                real_tau = _matrix_from_pairs(detail["kendall_real"], schema.names)
-                synth_tau = _matrix_from_pairs(detail["kendall_synthetic"], schema.names)
-                entry["kendall_source"] = "the fidelity metric's τ-b matrices for this cell"
-            else:
-                if real_tau_fallback is None:
-                    real_tau_fallback = kendall_matrix(real, schema, seed=0)
-                real_tau, synth_tau = real_tau_fallback, kendall_matrix(synthetic, schema, seed=0)
-                entry["kendall_source"] = f"τ-b recomputed on at most {KENDALL_MAX_ROWS:,} rows of each table"
-            entry["kendall"] = figures.kendall_heatmaps(
-                [("real", real_tau), ("synthetic", synth_tau), ("synthetic − real", synth_tau - real_tau)])
-            section["generators"].append(entry)
+        else:
+            section["generators"] = [_generator_figures(run_dir, mine, reference, real)
+                                     for _, mine in cells.groupby("generator", sort=True)]
         sections.append(section)
     return sections
 
