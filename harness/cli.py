@@ -18,11 +18,19 @@ from harness.inference import draft_toml, infer_schema, read_table
 from harness.leaderboard import write_leaderboard
 from harness.registry import PluginError, Registry
 from harness.report import write_report
-from harness.runner import run_suite
+from harness.runner import expand, run_suite
 from harness.schema import SchemaError
 from harness.specs import Direction, SpecError
 from harness.store import RunStore, StoreError
-from harness.suite import GeneratorConfig, Suite, SuiteError, apply_overrides, load_suite, parse_epsilon
+from harness.suite import (
+    GeneratorConfig,
+    Suite,
+    SuiteError,
+    apply_overrides,
+    load_suite,
+    parse_epsilon,
+    suite_from_dict,
+)
 
 USER_ERRORS = (PluginError, SchemaError, SpecError, SuiteError, DatasetUnavailable)
 
@@ -105,6 +113,12 @@ def metric_directions(registry: Registry) -> dict[str, Direction]:
     return {name: d for p in registry.kinds["metric"].values() for name, d in p.spec.directions.items()}
 
 
+def suite_keys(run_dir: Path, registry: Registry) -> set[str]:
+    """Keys of the cells of the suite last run into `run_dir` (its manifest)."""
+    manifest = RunStore(run_dir).manifest()
+    return {cell.key for cell in expand(suite_from_dict(manifest["suite"], str(run_dir / "run.json")), registry)}
+
+
 def cmd_list(registry: Registry, console: Console) -> None:
     gens = Table(title="generators")
     for col in ("name", "version", "guarantee", "defaults", "provided by"):
@@ -145,10 +159,10 @@ def cmd_run(args: argparse.Namespace, registry: Registry, console: Console) -> N
     )
     for message in summary.messages or []:
         console.print(f"  [yellow]{message}[/yellow]", markup=True, highlight=False)
-    _, markdown = write_leaderboard(args.out, metric_directions(registry))
-    console.print(markdown, highlight=False, markup=False)
+    _, markdown = write_leaderboard(args.out, metric_directions(registry), suite_keys(args.out, registry))
+    console.print(markdown, highlight=False, markup=False, soft_wrap=True)
     console.print(f"leaderboard: {args.out / 'leaderboard.csv'} and {args.out / 'leaderboard.md'}")
-    console.print(f"report: {write_report(args.out, registry)}")
+    console.print(f"report: {write_report(args.out, registry, keys=suite_keys(args.out, registry))}")
 
 
 def cmd_schema_infer(args: argparse.Namespace, console: Console) -> None:
@@ -175,11 +189,13 @@ def main(argv: list[str] | None = None) -> int:
         elif args.command == "run":
             cmd_run(args, registry, console)
         elif args.command == "leaderboard":
-            _, markdown = write_leaderboard(args.run_dir, metric_directions(registry))
-            console.print(markdown, markup=False)
+            keys = suite_keys(args.run_dir, registry)
+            _, markdown = write_leaderboard(args.run_dir, metric_directions(registry), keys)
+            console.print(markdown, markup=False, soft_wrap=True)
             console.print(f"leaderboard: {args.run_dir / 'leaderboard.csv'} and {args.run_dir / 'leaderboard.md'}")
         elif args.command == "report":
-            console.print(f"report: {write_report(args.run_dir, registry, args.out)}")
+            keys = suite_keys(args.run_dir, registry)
+            console.print(f"report: {write_report(args.run_dir, registry, args.out, keys)}")
         elif args.command == "schema":
             cmd_schema_infer(args, console)
     except USER_ERRORS as error:

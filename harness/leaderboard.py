@@ -315,10 +315,11 @@ def _ordered(board: pd.DataFrame, metrics: list[str]) -> pd.DataFrame:
     return board[head + per_metric + tail + [f"{m}_rank" for m in metrics]]
 
 
-def build_leaderboard(run_dir: Path, directions: dict[str, Direction]) -> Leaderboard:
-    """Read a run directory and compute the board, the charged cells and the overall ranking."""
+def build_leaderboard(run_dir: Path, directions: dict[str, Direction], keys: set[str] | None = None) -> Leaderboard:
+    """Read a run directory (only the cells in `keys`, when given: cells of an earlier suite run
+    into the same folder are not mixed in) and compute the board, charged cells and overall ranking."""
     store = RunStore(run_dir)
-    results = store.results()
+    results = store.results(keys)
     if not results:
         raise ValueError(f"{run_dir} has no finished cells yet")
     manifest = json.loads((Path(run_dir) / "run.json").read_text()) if (Path(run_dir) / "run.json").exists() else {}
@@ -402,10 +403,11 @@ def to_json(lb: Leaderboard) -> dict[str, Any]:
     })
 
 
-def write_leaderboard(run_dir: Path, directions: dict[str, Direction]) -> tuple[pd.DataFrame, str]:
-    """Write leaderboard.csv, .md and .json into the run directory."""
+def write_leaderboard(run_dir: Path, directions: dict[str, Direction],
+                      keys: set[str] | None = None) -> tuple[pd.DataFrame, str]:
+    """Write leaderboard.csv, .md and .json into the run directory (of the cells in `keys`, if given)."""
     run_dir = Path(run_dir)
-    lb = build_leaderboard(run_dir, directions)
+    lb = build_leaderboard(run_dir, directions, keys)
     markdown = to_markdown(lb)
     lb.board.to_csv(run_dir / "leaderboard.csv", index=False)
     (run_dir / "leaderboard.md").write_text(markdown)

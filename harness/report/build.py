@@ -302,13 +302,13 @@ def render(context: dict[str, Any]) -> str:
     return env.get_template("report.html.j2").render(**context)
 
 
-def write_report(run_dir: Path, registry: Registry, out: Path | None = None) -> Path:
-    """Write DIR/report.html (or `out`) and return its path."""
+def write_report(run_dir: Path, registry: Registry, out: Path | None = None, keys: set[str] | None = None) -> Path:
+    """Write DIR/report.html (or `out`) of the cells in `keys` (default: all) and return its path."""
     started = time.perf_counter()
     run_dir = Path(run_dir)
     directions, families = metric_info(registry)
-    lb = build_leaderboard(run_dir, directions)
-    results = RunStore(run_dir).results()
+    lb = build_leaderboard(run_dir, directions, keys)
+    results = RunStore(run_dir).results(keys)
     suite = RunStore(run_dir).manifest().get("suite", {})
     palette = figures.generator_palette(lb.board.generator.unique())
     failures = [r for r in results if r["status"] != "ok"]
