@@ -10,6 +10,11 @@ from html.parser import HTMLParser
 
 import pandas as pd
 
+from harness.registry import Registry
+from harness.runner import run_suite
+from harness.store import RunStore
+from harness.suite import GeneratorConfig, Suite
+
 
 class Inventory(HTMLParser):
     """Counts what the page holds: tables, images and every external reference."""
@@ -81,9 +86,13 @@ def test_the_ledger_lists_mechanisms_with_claimed_and_reaccounted_epsilon(smoke_
     assert "no ledger" in ledger  # the crasher failed before returning one
 
 
-def test_the_report_command_writes_the_file(smoke_run, tmp_path):
+def test_the_report_command_writes_the_file(tmp_path):
+    run = tmp_path / "run"
+    suite = Suite("one-cell", (GeneratorConfig("uniform"),), ("adult",), (1.0,), (0,), 1e-5, metrics=())
+    run_suite(suite, RunStore(run), Registry.discover(), show_progress=False)
     out = tmp_path / "elsewhere.html"
-    done = subprocess.run([sys.executable, "-m", "harness.cli", "report", str(smoke_run), "--out", str(out)],
+    done = subprocess.run([sys.executable, "-m", "harness.cli", "report", str(run), "--out", str(out)],
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     assert out.exists() and f"report: {out}" in done.stdout.replace("\n", "")
+    assert "uniform" in out.read_text()
