@@ -86,7 +86,11 @@ class Settings:
                            for f in fields(self)})
 
     def to_dict(self) -> dict[str, Any]:
-        return {f.name: getattr(self, f.name) for f in fields(self) if getattr(self, f.name) is not None}
+        """As a suite file's [settings] (reads back with `settings_from_dict`): memory in bytes, "…B"."""
+        raw = {f.name: getattr(self, f.name) for f in fields(self) if getattr(self, f.name) is not None}
+        if "max_memory" in raw:
+            raw["max_memory"] = f"{raw['max_memory']}B"
+        return raw
 
 
 def parse_memory(value: Any, where: str) -> int:

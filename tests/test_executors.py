@@ -21,7 +21,7 @@ from harness.leaderboard import write_leaderboard
 from harness.registry import PluginError, Registry
 from harness.runner import expand, run_suite
 from harness.store import RunStore
-from harness.suite import GeneratorConfig, Settings, Suite, SuiteError, load_suite
+from harness.suite import GeneratorConfig, Settings, Suite, SuiteError, load_suite, settings_from_dict
 from tests.fake_plugins import EXECUTION, FaultyGenerators
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -138,6 +138,7 @@ def test_suite_settings_parse_and_cli_settings_take_precedence(tmp_path):
                     '[settings]\nmax_memory = 4096\n')
     with pytest.raises(SuiteError, match="needs a unit"):
         load_suite(str(path))
+    assert settings_from_dict(suite.settings.to_dict(), "manifest") == suite.settings  # run.json reads back
 
 
 def test_the_harness_core_does_not_import_torch():
