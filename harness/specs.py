@@ -47,6 +47,7 @@ class GeneratorSpec:
     defaults: Mapping[str, Any] = field(default_factory=dict)
     supports: frozenset[ColumnKind] = frozenset(ColumnKind)
     description: str = ""
+    quick_params: Mapping[str, Any] = field(default_factory=dict)  # cheap settings for conformance checks
 
     def build(self, params: Mapping[str, Any]) -> Generator:
         unknown = sorted(set(params) - set(self.defaults))
