@@ -177,6 +177,7 @@ SPEC = GeneratorSpec(
     defaults={"steps": 3000, "batch_size": 256, "clip_norm": 1.1, "noise_dim": 100, "hidden": 128,
               "d_learning_rate": 0.1, "d_final_learning_rate": 0.052, "g_learning_rate": 1e-3,
               "label_share": 0.05, "accountant": "prv", "device": "auto"},
+    quick_params={"steps": 6, "batch_size": 32, "hidden": 16, "noise_dim": 8},
     description="DP-CGAN: conditional GAN, discriminator by DP-SGD over the true n with Poisson sampling",
 )
 

@@ -237,6 +237,7 @@ SPEC = GeneratorSpec(
     guarantee=Guarantee.FORMAL,
     defaults={"num_features": 2000, "bandwidth": None, "iterations": 200, "batch_size": 3000,
               "learning_rate": 1e-2, "noise_dim": 10, "device": "auto"},
+    quick_params={"num_features": 64, "iterations": 5, "batch_size": 64},
     description="DP-MERF: random-feature mean embeddings per class, one Gaussian release, generator matched to it",
 )
 
