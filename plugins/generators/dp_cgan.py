@@ -29,7 +29,6 @@ SGD with DP-CGAN's learning rate decaying linearly from 0.1 to 0.052, the genera
 
 from __future__ import annotations
 
-import math
 
 import numpy as np
 import pandas as pd

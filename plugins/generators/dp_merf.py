@@ -42,7 +42,6 @@ batches of 3,000 rows (the reference: 200 epochs of one batch of 0.1·n; n is pr
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
