@@ -1,4 +1,4 @@
-"""The `dpgym` command: list plugins, run a grid, build its leaderboard.
+"""The `dpgym` command: list plugins, run a grid, build its leaderboard and report.
 
 Exit codes: 0 the command completed (a run with failed cells still completes: they are reported);
 2 a user error (unknown plugin, bad suite or schema); 1 an infrastructure error.
@@ -19,6 +19,7 @@ from harness.datafiles import DatasetUnavailable
 from harness.inference import draft_toml, infer_schema, read_table
 from harness.leaderboard import write_leaderboard
 from harness.registry import PluginError, Registry
+from harness.report import write_report
 from harness.runner import expand, run_suite
 from harness.schema import SchemaError
 from harness.specs import Direction, SpecError
@@ -68,6 +69,10 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--baseline", type=Path, required=True, help="e.g. leaderboard/baselines/golden.json")
     check.add_argument("--alpha", type=float, default=0.05, help="one-sided test level for metric regressions")
     check.add_argument("--update", action="store_true", help="rewrite the baseline from this run")
+
+    report = sub.add_parser("report", help="write the run's self-contained HTML report (DIR/report.html)")
+    report.add_argument("run_dir", type=Path)
+    report.add_argument("--out", type=Path, help="where to write the report (default: RUN_DIR/report.html)")
 
     schema = sub.add_parser("schema", help="work with dataset schemas")
     schema_sub = schema.add_subparsers(dest="schema_command", required=True)
@@ -165,6 +170,7 @@ def cmd_run(args: argparse.Namespace, registry: Registry, console: Console) -> N
     _, markdown = write_leaderboard(args.out, metric_directions(registry), suite_keys(args.out, registry))
     console.print(markdown, highlight=False, markup=False, soft_wrap=True)
     console.print(f"leaderboard: {args.out / 'leaderboard.csv'} and {args.out / 'leaderboard.md'}")
+    console.print(f"report: {write_report(args.out, registry, keys=suite_keys(args.out, registry))}")
 
 
 def cmd_check(args: argparse.Namespace, registry: Registry, console: Console) -> int:
@@ -218,6 +224,9 @@ def main(argv: list[str] | None = None) -> int:
             _, markdown = write_leaderboard(args.run_dir, metric_directions(registry), keys)
             console.print(markdown, markup=False, soft_wrap=True)
             console.print(f"leaderboard: {args.run_dir / 'leaderboard.csv'} and {args.run_dir / 'leaderboard.md'}")
+        elif args.command == "report":
+            keys = suite_keys(args.run_dir, registry)
+            console.print(f"report: {write_report(args.run_dir, registry, args.out, keys)}")
         elif args.command == "schema":
             cmd_schema_infer(args, console)
         elif args.command == "check":
