@@ -266,6 +266,9 @@ def _execute(cell: Cell, provided: Provided, dataset: DatasetSpec, metrics: list
     result["metrics"], result["metric_detail"] = {}, {}
     start = time.perf_counter()
     for metric in metrics:
+        if metric.requires_target and schema.target is None:
+            result["metric_detail"][metric.name] = {"skipped": f"dataset {dataset.name!r} has no target column"}
+            continue
         output = _stage("evaluate", lambda metric=metric: metric.evaluate(context))
         result["metrics"].update({k: float(v) for k, v in output.values.items()})
         result["metric_detail"][metric.name] = output.detail

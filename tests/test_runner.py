@@ -135,3 +135,12 @@ def test_smoke_suite_file_parses():
     suite = load_suite("smoke")
     assert [g.name for g in suite.generators] == ["uniform", "independent", "real"]
     assert suite.seeds == (0, 1) and suite.epsilons == (1.0,)
+
+
+def test_target_metrics_are_skipped_on_datasets_without_a_target(registry, tmp_path):
+    suite = Suite("toy", (GeneratorConfig("uniform"),), ("half_moons",), (1.0,), (0,), 1e-5,
+                  metrics=("fidelity", "utility"))
+    run(suite, tmp_path, registry)
+    (result,) = RunStore(tmp_path).results()
+    assert result["status"] == "ok" and "marginal_tvd" in result["metrics"]
+    assert "no target column" in result["metric_detail"]["utility"]["skipped"]
