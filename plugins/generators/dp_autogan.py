@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator
+from functools import cache
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -273,6 +274,7 @@ class DPAutoGAN:
         preset = PRESETS[self.preset]
         accountant = make_plan_accountant(self.accountant, budget.epsilon)
 
+        @cache
         def spent(s: Setting) -> float:
             return accountant.epsilon(published_phases(s, n_rows, hp["ae_batch_size"], hp["disc_batch_size"],
                                                        hp["ae_steps"]), budget.delta)
