@@ -100,15 +100,17 @@ def sparse_codes_matrix(rows: int = STANDIN_ROWS, codes: int = STANDIN_CODES, co
 
 
 @cache
-def standin_schema() -> Schema:
-    return binary_schema("sparse_codes", [f"code{j:03d}" for j in range(STANDIN_CODES)])
+def standin_schema(codes: int = STANDIN_CODES) -> Schema:
+    return binary_schema("sparse_codes", [f"code{j:03d}" for j in range(codes)])
 
 
-def load_standin() -> Split:
-    matrix = sparse_codes_matrix()
+def load_standin(rows: int = STANDIN_ROWS, codes: int = STANDIN_CODES) -> Split:
+    """The stand-in's split; smaller `rows`/`codes` give a smaller dataset of the same kind (tests)."""
+    matrix = sparse_codes_matrix(rows=rows, codes=codes)
+    schema = standin_schema(codes)
     frame = pd.DataFrame({c: pd.Categorical.from_codes(matrix[:, j], categories=list(BINARY))
-                          for j, c in enumerate(standin_schema().names)})
-    return split_60_20(standin_schema().conform(frame, "sparse_codes"))
+                          for j, c in enumerate(schema.names)})
+    return split_60_20(schema.conform(frame, "sparse_codes"))
 
 
 MIMIC = DatasetSpec(

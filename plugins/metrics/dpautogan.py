@@ -75,17 +75,20 @@ def diversity_columns(schema: Schema) -> list[str]:
 
 def evaluate_diversity(ctx: MetricContext) -> MetricResult:
     real = pd.concat([ctx.train, ctx.test], ignore_index=True)  # P over all real rows (spec A17)
-    per_column = {}
+    per_column, skipped = {}, []
     for name in diversity_columns(ctx.schema):
         cats = ctx.schema[name].categories
         p, q = category_distribution(real[name], cats), category_distribution(ctx.synthetic[name], cats)
+        if p.max() >= 1.0:  # one real category: μ = 0 and D_KL^μ is undefined (CODE warns at p₁ > 1 − 1e-6)
+            skipped.append(name)
+            continue
         mu = smoothing(p)
         per_column[name] = {"kl_mu": smoothed_kl(p, q, mu), "jsd": jsd(p, q), "mu": mu,
                             "synthetic_categories": int((q > 0).sum()), "real_categories": int((p > 0).sum())}
     return MetricResult(
         values={"diversity_kl_sum": sum(c["kl_mu"] for c in per_column.values()),
                 "diversity_jsd_sum": sum(c["jsd"] for c in per_column.values())},
-        detail={"columns": per_column, "reference": "train + test"},
+        detail={"columns": per_column, "skipped": skipped, "reference": "train + test"},
     )
 
 

@@ -78,13 +78,16 @@ def test_salary_accuracy_of_a_constant_predictor_is_the_majority_rate(adult_spli
     assert label_accuracy(only_low, adult_split.test, adult_schema, 0) == pytest.approx(0.7638, abs=1e-4)
 
 
+SMALL = {"rows": 1500, "codes": 24}
+
+
 @pytest.fixture(scope="module")
 def standin():
-    return load_standin()
+    return load_standin(**SMALL)
 
 
 def test_probability_and_prediction_score_real_data_as_perfect_on_the_standin(standin):
-    ctx = MetricContext(standin.train, standin.test, standin.train, standin_schema(), seed=0)
+    ctx = MetricContext(standin.train, standin.test, standin.train, standin_schema(SMALL["codes"]), seed=0)
     prob = evaluate_probability(ctx).values
     assert prob["dimwise_prob_pearson"] == pytest.approx(1.0) and prob["dimwise_prob_mae"] == 0
     pred = evaluate_prediction(ctx)
@@ -97,7 +100,19 @@ def test_independent_columns_lose_prediction_but_keep_probability(standin):
     """Shuffling each column separately keeps every marginal and destroys the correlations."""
     rng = np.random.default_rng(0)
     shuffled = standin.train.apply(lambda col: col.sample(frac=1, random_state=int(rng.integers(1e9))).to_numpy())
-    ctx = MetricContext(standin.train, standin.test, shuffled, standin_schema(), seed=0)
+    ctx = MetricContext(standin.train, standin.test, shuffled, standin_schema(SMALL["codes"]), seed=0)
     assert evaluate_probability(ctx).values["dimwise_prob_mae"] == pytest.approx(0, abs=1e-12)
     pred = evaluate_prediction(ctx).values
     assert pred["dimwise_pred_auroc_synthetic"] < 0.6 and pred["dimwise_pred_gap_discrete"] > 0.1
+
+
+def test_diversity_skips_columns_with_a_single_real_category(standin):
+    """μ = exp(−1/(1−p₁)) is 0 when p₁ = 1, and the measure undefined: such columns are left out."""
+    schema = standin_schema(SMALL["codes"])
+    train, test = standin.train.copy(), standin.test.copy()
+    train["code000"], test["code000"] = "0", "0"
+    synthetic = train.copy()
+    synthetic.loc[:10, "code000"] = "1"
+    result = evaluate_diversity(MetricContext(train, test, synthetic, schema, seed=0))
+    assert math.isfinite(result.values["diversity_kl_sum"])
+    assert "code000" in result.detail["skipped"]
