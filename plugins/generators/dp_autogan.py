@@ -237,6 +237,8 @@ class DPAutoGAN:
         device = resolve_device(self.device)
         x = torch.as_tensor(self.encoding_.encode(train), device=device)
         n_rows, width = x.shape
+        # An expected batch cannot exceed the table (q ≤ 1); only tiny tables are affected.
+        hp["ae_batch_size"], hp["disc_batch_size"] = min(hp["ae_batch_size"], n_rows), min(hp["disc_batch_size"], n_rows)
         with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
             torch.manual_seed(seed)
             encoder, decoder = (m.to(device) for m in build_autoencoder(preset, width, hp["latent_dim"]))
@@ -388,6 +390,7 @@ SPEC = GeneratorSpec(
     guarantee=Guarantee.FORMAL,
     defaults={"preset": "adult", "noise": "calibrate", "accountant": "rdp", "decoding": "argmax", "device": "auto",
               **{name: None for name in OVERRIDABLE}},
+    quick_params={"ae_steps": 20, "disc_steps": 20, "d_per_g": 5},
     description="DP-auto-GAN: DP-SGD autoencoder + latent WGAN with a DP critic, RDP-composed (Tantipongpipat et al.)",
 )
 

@@ -70,6 +70,7 @@ class DPVAE:
         x = torch.as_tensor(self.encoding_.encode(train), device=device)
         n_rows, width = x.shape
         hidden = (width + self.latent_dim) // 2
+        batch_size = min(self.batch_size, n_rows)  # q ≤ 1; only tiny tables are affected
         with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
             torch.manual_seed(seed)
             encoder = GaussianEncoder(width, hidden, self.latent_dim).to(device)
@@ -79,11 +80,11 @@ class DPVAE:
             if budget.is_private:
                 dp = DPSGD(budget, accountant=make_plan_accountant(self.accountant, budget.epsilon), seed=seed)
                 phase = dp.add_phase("vae", {"encoder": encoder, "decoder": decoder}, optimizer, n_rows=n_rows,
-                                     batch_size=self.batch_size, steps=self.steps, clip_norm=self.clip_norm,
+                                     batch_size=batch_size, steps=self.steps, clip_norm=self.clip_norm,
                                      clipping="flat")
             else:
                 dp = None
-                phase = PlainPhase([optimizer], n_rows=n_rows, batch_size=self.batch_size, steps=self.steps, seed=seed)
+                phase = PlainPhase([optimizer], n_rows=n_rows, batch_size=batch_size, steps=self.steps, seed=seed)
             for idx in phase.batches():
                 phase.step(negative_elbo(encoder, decoder, x[idx]))
         self.decoder_, self.device_ = decoder.eval(), device  # the encoder is not released
@@ -112,6 +113,7 @@ SPEC = GeneratorSpec(
     # Clip: the ELBO/n gradients are of the same order as the AE's; 0.012, as DP-auto-GAN's C1.
     defaults={"latent_dim": 15, "steps": 10_000, "batch_size": 64, "lr": 0.005, "clip_norm": 0.012,
               "accountant": "rdp", "decoding": "argmax", "device": "auto"},
+    quick_params={"steps": 20},
     description="DP-VAE baseline of DP-auto-GAN: DP-SGD VAE on the mixed-type encoding, Gaussian prior sampling",
 )
 
