@@ -1,0 +1,109 @@
+"""Mixed-type encoding of a table into [0, 1]^n from its public schema, and the way back
+(DP-auto-GAN §3 and App. E.1; spec §1.2, A12, A13).
+
+- numeric columns: min-max by the schema's public bounds (never fitted on rows), one coordinate;
+- two-level columns (binary, or a categorical with two categories): one 0/1 coordinate, 1 = the
+  second category;
+- other discrete columns: a one-hot block in the schema's category order.
+
+Decoding is post-processing: argmax per one-hot block, threshold 0.5 per binary coordinate,
+inverse min-max clipped to the bounds (rounded for integers) — the reference code's rule — or,
+with `mode="sample"`, a categorical / Bernoulli draw from the block's normalised output.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from harness.schema import Column, ColumnKind, Schema
+
+
+@dataclass(frozen=True)
+class Span:
+    """Where one column lives in the encoded matrix, and how it is coded there."""
+
+    column: Column
+    start: int
+    stop: int
+
+    @property
+    def coding(self) -> str:
+        if self.column.is_numeric:
+            return "numeric"
+        return "binary" if len(self.column.categories) == 2 else "onehot"
+
+
+class MixedEncoding:
+    """Schema-only encoder: the same schema always gives the same layout and the same matrix."""
+
+    def __init__(self, schema: Schema):
+        nullable = [c.name for c in schema.columns if c.nullable]
+        if nullable:
+            raise ValueError(f"cannot encode nullable columns {nullable}: the schema gives no code for a missing value")
+        self.schema = schema
+        self.spans: list[Span] = []
+        offset = 0
+        for column in schema.columns:
+            width = 1 if column.is_numeric or len(column.categories) <= 2 else len(column.categories)
+            self.spans.append(Span(column, offset, offset + width))
+            offset += width
+        self.width = offset
+
+    def encode(self, frame: pd.DataFrame) -> np.ndarray:
+        out = np.zeros((len(frame), self.width), dtype=np.float32)
+        for span in self.spans:
+            col = span.column
+            if span.coding == "numeric":
+                values = frame[col.name].to_numpy(dtype=np.float64)
+                out[:, span.start] = (values - col.min) / (col.max - col.min)
+                continue
+            codes = pd.Categorical(frame[col.name], categories=list(col.categories)).codes
+            if (codes < 0).any():
+                raise ValueError(f"column {col.name!r} has values outside its public categories")
+            if span.coding == "binary":
+                out[:, span.start] = codes
+            elif len(col.categories) == 1:
+                out[:, span.start] = 1.0
+            else:
+                out[np.arange(len(frame)), span.start + codes] = 1.0
+        return out
+
+    def decode(self, matrix: np.ndarray, mode: str = "argmax", rng: np.random.Generator | None = None) -> pd.DataFrame:
+        """Map decoder output in [0, 1]^n back to schema form."""
+        if mode not in ("argmax", "sample"):
+            raise ValueError(f"decoding mode must be 'argmax' or 'sample', got {mode!r}")
+        if mode == "sample" and rng is None:
+            raise ValueError("decoding by sampling needs an rng")
+        if matrix.ndim != 2 or matrix.shape[1] != self.width:
+            raise ValueError(f"expected a matrix of width {self.width}, got shape {matrix.shape}")
+        columns = {}
+        for span in self.spans:
+            col, part = span.column, np.asarray(matrix[:, span.start:span.stop], dtype=np.float64)
+            if span.coding == "numeric":
+                values = np.clip(col.min + part[:, 0] * (col.max - col.min), col.min, col.max)
+                if col.kind is ColumnKind.INTEGER:
+                    values = np.round(values).astype(np.int64)
+                columns[col.name] = pd.Series(values, dtype=col.dtype)
+                continue
+            if span.coding == "binary":
+                p = np.clip(part[:, 0], 0.0, 1.0)
+                codes = (rng.random(len(p)) < p) if mode == "sample" else (p > 0.5)
+                codes = codes.astype(np.int64)
+            elif mode == "sample":
+                codes = _sample_rows(np.clip(part, 0.0, None), rng)
+            else:
+                codes = part.argmax(axis=1)
+            columns[col.name] = pd.Series(pd.Categorical.from_codes(codes, dtype=col.dtype))
+        return pd.DataFrame(columns)
+
+
+def _sample_rows(weights: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """One categorical draw per row with probabilities ∝ weights (uniform for an all-zero row)."""
+    totals = weights.sum(axis=1, keepdims=True)
+    probs = np.where(totals > 0, weights / np.where(totals > 0, totals, 1.0), 1.0 / weights.shape[1])
+    cumulative = probs.cumsum(axis=1)
+    draws = rng.random((len(weights), 1)) * cumulative[:, -1:]
+    return np.minimum((cumulative < draws).sum(axis=1), weights.shape[1] - 1)
