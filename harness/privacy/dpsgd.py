@@ -210,6 +210,10 @@ class PrivatePhase:
         if not 0 < self.sample_rate <= 1:
             raise ValueError(f"sample rate must lie in (0, 1], got {self.sample_rate}")
         self.networks = _named(networks)
+        mixing = [type(m).__name__ for n in self.networks.values() for m in n.modules()
+                  if isinstance(m, nn.modules.batchnorm._BatchNorm)]
+        if mixing:  # batch statistics mix examples: no per-example gradient, and running stats leak
+            raise NotImplementedError(f"{sorted(set(mixing))} mix examples within a batch; use LayerNorm/GroupNorm")
         self.optimizers = list(optimizers) if isinstance(optimizers, Sequence) else [optimizers]
         self.clip_norm, self.noise_weight, self.engine_name = float(clip_norm), float(noise_weight), engine
         self.strategy = make_clipping(clipping)
@@ -257,9 +261,11 @@ class PrivatePhase:
         summed = self.engine.collect()
         std = self.noise_multiplier * self.clip_norm
         for p in self.params:
-            noise = torch.randn(p.shape, generator=self._noise_generator(p.device), device=p.device, dtype=p.dtype)
-            total = summed.get(p, torch.zeros_like(p)) + std * noise
-            p.grad = total / self.expected_batch_size  # Opacus's normalisation for Poisson batches
+            grad = torch.randn(p.shape, generator=self._noise_generator(p.device), device=p.device, dtype=p.dtype)
+            grad.mul_(std)
+            if p in summed:
+                grad.add_(summed[p])
+            p.grad = grad.div_(self.expected_batch_size)  # Opacus's normalisation for Poisson batches
         for optimizer in self.optimizers:
             optimizer.step()
         for p in self.params:

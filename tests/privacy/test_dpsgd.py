@@ -234,3 +234,10 @@ def test_two_phases_are_calibrated_jointly_and_claimed_composed():
     assert ledger.composition == "rdp" and 0.99 <= ledger.epsilon <= 1.0
     assert ledger.epsilon < sum(e.epsilon for e in ledger.entries)
     assert reaccount(ledger, Budget(1.0, 1e-5)).verdict == "ok"
+
+
+def test_batch_norm_is_refused():
+    model = nn.Sequential(nn.Linear(6, 4), nn.BatchNorm1d(4))
+    with pytest.raises(NotImplementedError, match="BatchNorm1d"):
+        DPSGD(Budget(1.0, 1e-5)).add_phase("bn", model, torch.optim.SGD(model.parameters(), lr=0.1),
+                                           n_rows=64, batch_size=8, steps=1)
