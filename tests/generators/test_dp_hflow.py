@@ -1,0 +1,334 @@
+"""DP-HFlow: the flow is exactly invertible with exact log-dets, its custom per-example gradients
+(log-det columns, shared MADE) match independent computations, and the generator honours the
+harness contract (ledger, schema-valid samples, determinism, non-private mode)."""
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+from torch import nn
+from torch.func import functional_call, grad, vmap
+
+from harness import Budget, Column, ColumnKind, Schema
+from harness.privacy.clipping import Flat, PerLayer, PerUnit, Sparse, split_clip_norm
+from harness.privacy.dpsgd import _HookEngine, _OpacusEngine
+from harness.specs import SpecError
+from plugins.generators.dp_hflow import SPEC, HFlow, Layout, VariationalDequantizer
+from plugins.nn.flow_linear import LowRankFlowLinear, LUFlowLinear
+from plugins.nn.layers import made_masks
+from plugins.nn.shared import SharedMaskedLinear, SharedOuterProductGrad
+from plugins.nn.spline import params_per_dim, rq_spline
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _one_thread():
+    """Small kernels: one thread is several times faster than two when other jobs share the cores."""
+    previous = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(previous)
+
+
+def _perturbed(module: nn.Module, scale: float, seed: int = 0) -> nn.Module:
+    """Random parameters, so checks do not pass trivially at the identity initialisation."""
+    gen = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for p in module.parameters():
+            p.add_(scale * torch.randn(p.shape, generator=gen, dtype=p.dtype))
+    return module
+
+
+def _flow(linear="low_rank", spline_first=True, d=4, seed=0):
+    torch.manual_seed(seed)
+    flow = HFlow(d, blocks=3, bins=5, tail_bound=3.0, hidden=[16], embedding_dim=3, linear=linear, rank=2,
+                 spline_first=spline_first).double()
+    return _perturbed(flow, 0.3, seed)
+
+
+# ---------------------------------------------------------------------------------------------
+# Spline and flow
+# ---------------------------------------------------------------------------------------------
+
+def test_spline_with_zero_parameters_is_the_identity():
+    x = torch.linspace(-4, 4, 50, dtype=torch.float64)
+    y, log_det = rq_spline(x, torch.zeros(50, params_per_dim(8), dtype=torch.float64), tail_bound=3.0)
+    torch.testing.assert_close(y, x)
+    torch.testing.assert_close(log_det, torch.zeros_like(x))
+
+
+def test_spline_inverts_and_its_log_derivative_matches_autograd():
+    gen = torch.Generator().manual_seed(0)
+    x = (6 * torch.rand(200, generator=gen, dtype=torch.float64) - 3).requires_grad_()
+    params = 2 * torch.randn(200, params_per_dim(8), generator=gen, dtype=torch.float64)
+    y, log_det = rq_spline(x, params, tail_bound=2.5)  # some x fall in the identity tails
+    (dy_dx,) = torch.autograd.grad(y.sum(), x)
+    torch.testing.assert_close(log_det, dy_dx.log())
+    back, inv_log_det = rq_spline(y.detach(), params, tail_bound=2.5, inverse=True)
+    torch.testing.assert_close(back, x.detach(), atol=1e-9, rtol=0)
+    torch.testing.assert_close(inv_log_det, -log_det.detach())
+
+
+@pytest.mark.parametrize("linear", ["low_rank", "lu"])
+@pytest.mark.parametrize("spline_first", [True, False])
+def test_flow_round_trip_error_is_below_1e_4(linear, spline_first):
+    flow = _flow(linear, spline_first)
+    x = 1.5 * torch.randn(300, 4, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
+    with torch.no_grad():
+        z, _ = flow(x)
+    assert (flow.inverse(z) - x).abs().max() < 1e-4
+    assert not torch.allclose(z, x, atol=1e-2)  # the flow is far from the identity
+
+
+@pytest.mark.parametrize("linear", ["low_rank", "lu"])
+def test_flow_log_det_equals_autograd_jacobian_log_det(linear):
+    flow = _flow(linear)
+    xs = torch.randn(5, 4, generator=torch.Generator().manual_seed(2), dtype=torch.float64)
+    _, log_det = flow(xs)
+    for x, ld in zip(xs, log_det):
+        jac = torch.autograd.functional.jacobian(lambda v: flow(v[None])[0][0], x)
+        torch.testing.assert_close(ld, torch.linalg.slogdet(jac).logabsdet)
+
+
+def test_made_outputs_are_autoregressive_in_every_block():
+    flow = _flow(d=5)
+    x = torch.randn(1, 5, dtype=torch.float64, requires_grad=True)
+    for block in range(3):
+        out = flow.made(x, block)
+        for i in range(5):
+            (g,) = torch.autograd.grad(out[0, i].sum(), x, retain_graph=True)
+            assert torch.all(g[0, i:] == 0), f"block {block}: output {i} sees inputs ≥ {i}"
+    assert not torch.allclose(flow.made(x, 0), flow.made(x, 1))  # the block embedding matters
+
+
+# ---------------------------------------------------------------------------------------------
+# Per-example gradients of the custom layers
+# ---------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("cls", [LowRankFlowLinear, LUFlowLinear])
+def test_log_det_gradients_match_autograd(cls):
+    layer = _perturbed(cls(5) if cls is LUFlowLinear else cls(5, rank=2), 0.4).double()
+    expected = torch.autograd.grad(layer.log_abs_det(), list(layer.parameters()), allow_unused=True)
+    got = layer.log_abs_det_grads()
+    for p, e in zip(layer.parameters(), expected):
+        torch.testing.assert_close(got[p], torch.zeros_like(p) if e is None else e)
+
+
+def _nll(flow, x):
+    return -flow.log_prob(x)
+
+
+def _reference_clipped_sum(flow, x, thresholds, mode):
+    """Independent per-example gradients (torch.func, log-det included), clipped explicitly."""
+    params = {k: v.detach() for k, v in flow.named_parameters()}
+
+    def nll(p, xi):
+        z, log_det = functional_call(flow, p, (xi[None],))
+        return (0.5 * z.square().sum() - log_det.sum())  # −log N(z) up to a constant − log|det|
+
+    per = vmap(grad(nll), in_dims=(None, 0))(params, x)
+    named = dict(flow.named_parameters())
+    layer_of = {id(p): m for m, _ in thresholds for p in m.parameters(recurse=False)}
+    sq = {}
+    for k, p in named.items():
+        m = layer_of[id(p)]
+        sq[m] = sq.get(m, 0) + per[k].flatten(1).square().sum(1)
+    if mode == "flat":
+        c = math.sqrt(sum(t * t for _, t in thresholds))
+        total = torch.sqrt(sum(sq.values()))
+        factor = {m: (c / (total + 1e-6)).clamp(max=1) for m in sq}
+    else:
+        factor = {m: (t / (sq[m].sqrt() + 1e-6)).clamp(max=1) for m, t in thresholds}
+    return {named[k]: (per[k] * factor[layer_of[id(named[k])]].view(-1, *[1] * (per[k].dim() - 1))).sum(0)
+            for k in named}
+
+
+def _engine_sum(engine_cls, flow, x, strategy, thresholds, seed=0):
+    generator = torch.Generator().manual_seed(seed)
+    networks = [flow.made, flow.linears]
+    engine = (_HookEngine(thresholds, strategy, generator) if engine_cls is _HookEngine
+              else _OpacusEngine(networks, thresholds, strategy, generator))
+    engine.attach()
+    _nll(flow, x).sum().backward()
+    summed = engine.collect()
+    engine.detach()
+    return summed
+
+
+def _flow_and_thresholds(linear="low_rank"):
+    flow = _flow(linear).float()
+    x = torch.randn(24, 4, generator=torch.Generator().manual_seed(3))
+    return flow, x, split_clip_norm([flow.made, flow.linears], 2.0)
+
+
+@pytest.mark.parametrize("linear", ["low_rank", "lu"])
+@pytest.mark.parametrize("strategy, mode", [(Flat(), "flat"), (PerLayer(), "per_layer")])
+def test_fast_clipped_sum_equals_torch_func_per_example_gradients(linear, strategy, mode):
+    """Shared MADE (3 uses per row) and log-det columns: the in-backward clipped sum equals
+    clipping explicit per-example gradients of the whole negative log-likelihood."""
+    flow, x, thresholds = _flow_and_thresholds(linear)
+    got = _engine_sum(_HookEngine, flow, x, strategy, thresholds)
+    want = _reference_clipped_sum(flow, x, thresholds, mode)
+    assert set(got) == set(flow.parameters())
+    for p in got:
+        torch.testing.assert_close(got[p], want[p], atol=2e-5, rtol=1e-4)
+
+
+@pytest.mark.parametrize("strategy", [Flat(), PerLayer(), PerUnit()])
+def test_fast_engine_equals_opacus_engine_on_the_flow(strategy):
+    flow, x, thresholds = _flow_and_thresholds()
+    fast = _engine_sum(_HookEngine, flow, x, strategy, thresholds)
+    slow = _engine_sum(_OpacusEngine, flow, x, strategy, thresholds)
+    for p in flow.parameters():
+        torch.testing.assert_close(fast[p], slow[p], atol=2e-5, rtol=1e-4)
+
+
+def test_sparse_zero_gives_the_same_gradients_as_per_layer():
+    flow, x, thresholds = _flow_and_thresholds()
+    per_layer = _engine_sum(_HookEngine, flow, x, PerLayer(), thresholds, seed=5)
+    sparse = _engine_sum(_HookEngine, flow, x, Sparse(0.0), thresholds, seed=5)
+    assert all(torch.equal(per_layer[p], sparse[p]) for p in flow.parameters())
+
+
+def test_shared_layer_gradient_factors_match_materialised_gradients():
+    torch.manual_seed(0)
+    mask = made_masks(6, [10])[0]
+    layer = SharedMaskedLinear(6, 10, mask)
+    gen = torch.Generator().manual_seed(1)
+    uses = [(torch.randn(7, 10, generator=gen), torch.randn(7, 6, generator=gen)) for _ in range(3)]
+    shared = SharedOuterProductGrad([uses[0][0]], [uses[0][1]], layer.weight, layer.bias, layer.mask)
+    for g, a in uses[1:]:
+        shared = shared + SharedOuterProductGrad([g], [a], layer.weight, layer.bias, layer.mask)
+    weight = sum(torch.einsum("ni,nj->nij", g, a) for g, a in uses) * mask
+    bias = sum(g for g, _ in uses)
+    rows = torch.cat([weight, bias[:, :, None]], dim=2)
+    torch.testing.assert_close(shared.unit_sq_norms(), rows.square().sum(2))
+    torch.testing.assert_close(shared.unit_l1_norms(), rows.abs().sum(2))
+    w = torch.rand(7, 10, generator=gen)
+    summed = shared.weighted_sum(w)
+    torch.testing.assert_close(summed[layer.weight], (weight * w[:, :, None]).sum(0))
+    torch.testing.assert_close(summed[layer.bias], (bias * w).sum(0))
+
+
+# ---------------------------------------------------------------------------------------------
+# Dequantization and preprocessing
+# ---------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("faithful", [False, True])
+def test_variational_dequantizer_density_is_the_change_of_variables(faithful):
+    deq = _perturbed(VariationalDequantizer([3, 4, 2], components=3, hidden=8, feature_dim=4, faithful=faithful), 0.5).double()
+    codes = torch.tensor([[0, 3, 1], [2, 1, 0]], dtype=torch.float64)
+    eps = torch.randn(2, 3, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    u, log_q = deq(codes, eps)
+    assert torch.all((u > 0) & (u < 1))
+    for n in range(2):
+        jac = torch.autograd.functional.jacobian(lambda e: deq(codes[n:n + 1], e[None])[0][0], eps[n])
+        log_normal = -0.5 * (eps[n].square().sum() + 3 * math.log(2 * math.pi))
+        torch.testing.assert_close(log_q[n], log_normal - torch.linalg.slogdet(jac).logabsdet)
+
+
+def _schema():
+    return Schema(name="toy", target="label", columns=(
+        Column("age", ColumnKind.INTEGER, min=0, max=20),
+        Column("score", ColumnKind.CONTINUOUS, min=-1.0, max=1.0),
+        Column("colour", ColumnKind.CATEGORICAL, categories=("red", "green", "blue")),
+        Column("size", ColumnKind.ORDINAL, categories=("S", "M", "L")),
+        Column("label", ColumnKind.BINARY, categories=("no", "yes")),
+    ))
+
+
+def _frame(n=2000, seed=0):
+    rng = np.random.default_rng(seed)
+    colour = rng.integers(0, 3, n)
+    score = np.clip(0.5 * (colour - 1) + 0.2 * rng.normal(size=n), -1, 1)
+    label = (score + 0.3 * rng.normal(size=n) > 0).astype(int)
+    schema = _schema()
+    return pd.DataFrame({
+        "age": rng.integers(0, 21, n),
+        "score": score,
+        "colour": pd.Categorical.from_codes(colour, dtype=schema["colour"].dtype),
+        "size": pd.Categorical.from_codes(rng.integers(0, 3, n), dtype=schema["size"].dtype),
+        "label": pd.Categorical.from_codes(label, dtype=schema["label"].dtype),
+    })
+
+
+def test_layout_uses_public_bounds_only_and_decodes_dequantized_rows_exactly():
+    schema, frame = _schema(), _frame()
+    layout = Layout(schema, tail_bound=3.0, dequantize_integers=True)
+    raw = layout.raw(frame)
+    y = layout.to_flow(raw + 0.5 * torch.tensor([float(d.discrete) for d in layout.dims], dtype=torch.float64))
+    assert y.min() >= -2.5 and y.max() <= 2.5
+    pd.testing.assert_frame_equal(layout.decode(y), frame)
+    # nothing about the rows: the same schema gives the same map for a different table
+    other = Layout(schema, tail_bound=3.0, dequantize_integers=True)
+    torch.testing.assert_close(other.to_flow(raw), layout.to_flow(raw))
+
+
+# ---------------------------------------------------------------------------------------------
+# The generator
+# ---------------------------------------------------------------------------------------------
+
+SMALL = {"hidden": [16], "bins": 4, "epochs": 1.0, "batch_size": 32, "embedding_dim": 2,
+         "dequantizer_hidden": 8, "dequantizer_features": 4}
+
+
+@pytest.fixture(scope="module")
+def private_fit():
+    gen = SPEC.build(SMALL)
+    ledger = gen.fit(_frame(), _schema(), Budget(1.0, 1e-5), seed=3)
+    return gen, ledger
+
+
+def test_private_fit_returns_a_formal_ledger_within_budget(private_fit):
+    gen, ledger = private_fit
+    assert ledger.guarantee == "formal" and not ledger.is_non_private
+    (entry,) = ledger.entries
+    assert entry.mechanism == "subsampled_gaussian"
+    assert entry.params["clipping"] == "per_unit" and entry.params["sampling"] == "poisson"
+    assert entry.params["noise_multiplier"] > 0.5
+    assert entry.epsilon <= 1.0 and entry.delta == 1e-5
+    assert gen.dequantization_ == "uniform"  # A14 default when private
+
+
+def test_samples_are_valid_rows_of_the_schema(private_fit):
+    gen, _ = private_fit
+    synthetic = gen.sample(500, seed=0)
+    _schema().validate(synthetic, "synthetic")
+    assert list(synthetic.columns) == _schema().names and len(synthetic) == 500
+
+
+def test_log_prob_is_finite_per_row(private_fit):
+    gen, _ = private_fit
+    ll = gen.log_prob(_frame(50, seed=9))
+    assert ll.shape == (50,) and np.isfinite(ll).all()
+
+
+def test_same_seed_gives_the_same_synthetic_rows():
+    def run(seed):
+        gen = SPEC.build({**SMALL, "epochs": 0.5})
+        gen.fit(_frame(), _schema(), Budget(1.0, 1e-5), seed=seed)
+        return gen.sample(200, seed=1)
+    a, b, c = run(0), run(0), run(1)
+    pd.testing.assert_frame_equal(a, b)
+    assert not a.equals(c)
+
+
+def test_non_private_mode_learns_the_dependence_and_says_so():
+    gen = SPEC.build({**SMALL, "epochs": 3.0})
+    ledger = gen.fit(_frame(), _schema(), Budget(math.inf), seed=0)
+    assert ledger.is_non_private and ledger.guarantee == "formal"
+    assert gen.dequantization_ == "variational"  # A14 default when non-private
+    synthetic = gen.sample(2000, seed=0)
+    # score depends on colour in the data (means −0.5, 0, 0.5 for red, green, blue)
+    means = synthetic.groupby("colour", observed=True)["score"].mean()
+    assert means["red"] < means["green"] < means["blue"]
+
+
+def test_unknown_or_invalid_hyper_parameters_are_refused():
+    with pytest.raises(SpecError, match="unknown"):
+        SPEC.build({"layers": 3})
+    with pytest.raises(ValueError, match="dequantization"):
+        SPEC.build({"dequantization": "gaussian"})
+    with pytest.raises(ValueError, match="linear"):
+        SPEC.build({"linear": "dense"})
