@@ -101,11 +101,25 @@ class Registry:
 
     def get(self, kind: str, name: str) -> Provided:
         available = self.kinds[kind]
+        prefix, colon, argument = name.partition(":")
+        if colon and name not in available and prefix in available:
+            return self._resolve(kind, name, available[prefix], argument)
         if name not in available:
             close = difflib.get_close_matches(name, available, n=3)
             hint = f"; did you mean {', '.join(close)}?" if close else f"; available: {', '.join(sorted(available))}"
             raise PluginError(f"unknown {kind} {name!r}{hint}")
         return available[name]
+
+    @staticmethod
+    def _resolve(kind: str, name: str, base: Provided, argument: str) -> Provided:
+        """``prefix:argument`` names: specs with a `resolve(argument)` method build their variants."""
+        resolve = getattr(base.spec, "resolve", None)
+        if resolve is None:
+            raise PluginError(f"{kind} {base.spec.name!r} takes no ':' argument (asked for {name!r})")
+        try:
+            return Provided(resolve(argument), base.plugin, base.package)
+        except ValueError as err:
+            raise PluginError(f"{kind} {name!r}: {err}") from err
 
     def generator(self, name: str) -> Any:
         return self.get("generator", name).spec

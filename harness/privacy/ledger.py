@@ -44,7 +44,7 @@ class LedgerEntry:
     def from_dict(cls, raw: dict[str, Any]) -> LedgerEntry:
         return cls(
             mechanism=raw["mechanism"],
-            epsilon=float(raw["epsilon"]),
+            epsilon=float(raw["epsilon"]),  # float("inf") reads the "inf" we write
             delta=float(raw["delta"]),
             params=dict(raw.get("params", {})),
             accountant=raw.get("accountant", ""),
@@ -65,6 +65,16 @@ class Ledger:
     composition: str = "basic"
     claimed_epsilon: float | None = None
     claimed_delta: float | None = None
+
+    @classmethod
+    def non_private(cls, guarantee: Guarantee, description: str) -> Ledger:
+        """The ledger of a run that spends no privacy protection at all (ε = ∞)."""
+        entry = LedgerEntry("non_private", math.inf, 0.0, {}, "none", description)
+        return cls(guarantee, [entry])
+
+    @property
+    def is_non_private(self) -> bool:
+        return any(e.mechanism == "non_private" for e in self.entries)
 
     def record(self, entry: LedgerEntry) -> LedgerEntry:
         self.entries.append(entry)
@@ -89,8 +99,10 @@ class Ledger:
 
     def check_within(self, budget: Budget) -> None:
         """Refuse a claimed total above the budget (a small relative slack absorbs float noise)."""
-        if self.guarantee is Guarantee.NONE or not budget.is_private:
-            return
+        if not budget.is_private or self.guarantee is Guarantee.NONE:
+            return  # non-private runs and non-private references (guarantee "none") have no bound
+        if self.is_non_private:
+            raise PrivacyViolation(f"a non-private ledger cannot run under the finite budget ε={budget.epsilon:g}")
         if self.epsilon > budget.epsilon * (1 + 1e-9) or self.delta > budget.delta * (1 + 1e-9):
             raise PrivacyViolation(
                 f"ledger spends (ε={self.epsilon:.6g}, δ={self.delta:.3g}) "

@@ -108,7 +108,12 @@ def rdp_epsilon(entries: list[LedgerEntry], delta: float) -> float | None:
 def reaccount(ledger: Ledger, budget: Budget) -> Reaccounting:
     """Re-account `ledger`; the verdict says whether the cell may be ranked."""
     if ledger.guarantee is Guarantee.NONE:
-        return Reaccounting(math.inf, 0.0, "none", "ok", "non-private reference: nothing to account")
+        return Reaccounting(math.inf, 0.0, "none", "ok", "non-private reference (guarantee 'none')")
+    if ledger.is_non_private:
+        if budget.is_private:
+            return Reaccounting(math.inf, 0.0, "none", "over_budget",
+                                f"a non-private run under the finite budget ε={budget.epsilon:g}")
+        return Reaccounting(math.inf, 0.0, "none", "ok", "non-private run (ε = ∞): nothing to account")
     delta = ledger.delta
     try:
         epsilon, accountant = independent_epsilon(ledger.entries, delta)

@@ -1,0 +1,179 @@
+"""The `dpgym` command: list plugins, run a grid, build its leaderboard.
+
+Exit codes: 0 the command completed (a run with failed cells still completes: they are reported);
+2 a user error (unknown plugin, bad suite or schema); 1 an infrastructure error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from harness.datafiles import DatasetUnavailable
+from harness.inference import draft_toml, infer_schema, read_table
+from harness.leaderboard import write_leaderboard
+from harness.registry import PluginError, Registry
+from harness.runner import run_suite
+from harness.schema import SchemaError
+from harness.specs import Direction, SpecError
+from harness.store import RunStore, StoreError
+from harness.suite import GeneratorConfig, Suite, SuiteError, apply_overrides, load_suite, parse_epsilon
+
+USER_ERRORS = (PluginError, SchemaError, SpecError, SuiteError, DatasetUnavailable)
+
+
+def _csv(text: str) -> list[str]:
+    return [t.strip() for t in text.split(",") if t.strip()]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="dpgym", description="Benchmark DP synthetic tabular data generators.")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    sub.add_parser("list", help="list installed generators, datasets and metrics")
+
+    run = sub.add_parser("run", help="run a suite (or an ad-hoc grid) into a run directory")
+    run.add_argument("--suite", help="suite name (leaderboard/suites/NAME.toml) or path to a suite file")
+    run.add_argument("--generators", help="comma-separated generator names (ad-hoc grid)")
+    run.add_argument("--datasets", help="comma-separated dataset names")
+    run.add_argument("--epsilons", help="comma-separated ε values (inf for non-private)")
+    run.add_argument("--seeds", type=int, help="number of seeds (0..N-1)")
+    run.add_argument("--delta", type=float, help="δ (default 1e-5)")
+    run.add_argument("--metrics", help="comma-separated metric names (default: all installed)")
+    run.add_argument("--set", action="append", default=[], metavar="GENERATOR.PARAM=VALUE",
+                     help="override a generator hyper-parameter (repeatable)")
+    run.add_argument("--out", required=True, type=Path, help="run directory (re-running resumes it)")
+    run.add_argument("--retry-failed", action="store_true", help="also redo cells that failed earlier")
+    run.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+    board = sub.add_parser("leaderboard", help="aggregate a run directory into leaderboard.csv / .md")
+    board.add_argument("run_dir", type=Path)
+
+    schema = sub.add_parser("schema", help="work with dataset schemas")
+    schema_sub = schema.add_subparsers(dest="schema_command", required=True)
+    infer = schema_sub.add_parser("infer", help="draft a schema from a CSV/Parquet file, for you to review")
+    infer.add_argument("file", type=Path)
+    infer.add_argument("--out", type=Path, help="write the draft here (never overwrites); default: print it")
+    return parser
+
+
+def suite_from_args(args: argparse.Namespace) -> Suite:
+    if args.suite:
+        suite = load_suite(args.suite)
+        replace = {}
+        if args.datasets:
+            replace["datasets"] = tuple(_csv(args.datasets))
+        if args.epsilons:
+            replace["epsilons"] = tuple(parse_epsilon(e, "--epsilons") for e in _csv(args.epsilons))
+        if args.seeds:
+            replace["seeds"] = tuple(range(args.seeds))
+        if args.delta is not None:
+            replace["delta"] = args.delta
+        if args.metrics:
+            replace["metrics"] = tuple(_csv(args.metrics))
+        if args.generators:
+            raise SuiteError("--generators builds an ad-hoc grid; it cannot be combined with --suite")
+        if replace:
+            fields = {**suite.__dict__, **replace}
+            suite = Suite(**fields)
+    else:
+        missing = [f"--{n}" for n in ("generators", "datasets", "epsilons") if not getattr(args, n)]
+        if missing:
+            raise SuiteError(f"give --suite, or an ad-hoc grid with {', '.join(missing)}")
+        suite = Suite(
+            name="adhoc",
+            generators=tuple(GeneratorConfig(g) for g in _csv(args.generators)),
+            datasets=tuple(_csv(args.datasets)),
+            epsilons=tuple(parse_epsilon(e, "--epsilons") for e in _csv(args.epsilons)),
+            seeds=tuple(range(args.seeds or 1)),
+            delta=args.delta if args.delta is not None else 1e-5,
+            metrics=tuple(_csv(args.metrics)) if args.metrics else None,
+        )
+    return apply_overrides(suite, args.set)
+
+
+def metric_directions(registry: Registry) -> dict[str, Direction]:
+    return {name: d for p in registry.kinds["metric"].values() for name, d in p.spec.directions.items()}
+
+
+def cmd_list(registry: Registry, console: Console) -> None:
+    gens = Table(title="generators")
+    for col in ("name", "version", "guarantee", "defaults", "provided by"):
+        gens.add_column(col)
+    for name, p in sorted(registry.kinds["generator"].items()):
+        defaults = ", ".join(f"{k}={v}" for k, v in p.spec.defaults.items())
+        gens.add_row(name, p.spec.version, str(p.spec.guarantee), defaults, p.package)
+    data = Table(title="datasets")
+    for col in ("name", "version", "licence", "sha256", "provided by"):
+        data.add_column(col)
+    for name, p in sorted(registry.kinds["dataset"].items()):
+        data.add_row(name, p.spec.version, p.spec.license, p.spec.checksum[:12], p.package)
+    mets = Table(title="metrics")
+    for col in ("name", "version", "values (direction)", "provided by"):
+        mets.add_column(col)
+    for name, p in sorted(registry.kinds["metric"].items()):
+        values = ", ".join(f"{k} ({'↑' if d is Direction.HIGHER else '↓'})" for k, d in p.spec.directions.items())
+        mets.add_row(name, p.spec.version, values, p.package)
+    for table in (gens, data, mets):
+        console.print(table)
+
+
+def cmd_run(args: argparse.Namespace, registry: Registry, console: Console) -> None:
+    suite = suite_from_args(args)
+    store = RunStore(args.out)
+    summary = run_suite(suite, store, registry, retry_failed=args.retry_failed, show_progress=not args.no_progress)
+    console.print(
+        f"{summary.total} cells: {summary.ok} ran ok, {summary.skipped} already done, "
+        f"{summary.failed} failed, {summary.unavailable} unavailable"
+    )
+    for message in summary.messages or []:
+        console.print(f"  [yellow]{message}[/yellow]", markup=True, highlight=False)
+    _, markdown = write_leaderboard(args.out, metric_directions(registry))
+    console.print(markdown, highlight=False, markup=False)
+    console.print(f"leaderboard: {args.out / 'leaderboard.csv'} and {args.out / 'leaderboard.md'}")
+
+
+def cmd_schema_infer(args: argparse.Namespace, console: Console) -> None:
+    """Draft a schema from the file's rows; the draft is marked unreviewed and says what to fix."""
+    name = args.file.name.split(".")[0]
+    text = draft_toml(infer_schema(read_table(args.file), name), str(args.file))
+    if args.out is None:
+        sys.stdout.write(text)
+        return
+    if args.out.exists():
+        raise SchemaError(f"{args.out} exists; remove it or choose another --out (a reviewed schema is never overwritten)")
+    args.out.write_text(text)
+    console.print(f"draft schema written to {args.out}: derived from the data, so review it and set reviewed = true")
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    console = Console(highlight=False)
+    err = Console(stderr=True, highlight=False)
+    try:
+        registry = Registry.discover()
+        if args.command == "list":
+            cmd_list(registry, console)
+        elif args.command == "run":
+            cmd_run(args, registry, console)
+        elif args.command == "leaderboard":
+            _, markdown = write_leaderboard(args.run_dir, metric_directions(registry))
+            console.print(markdown, markup=False)
+            console.print(f"leaderboard: {args.run_dir / 'leaderboard.csv'} and {args.run_dir / 'leaderboard.md'}")
+        elif args.command == "schema":
+            cmd_schema_infer(args, console)
+    except USER_ERRORS as error:
+        err.print(f"dpgym: error: {error}", markup=False, soft_wrap=True)
+        return 2
+    except (StoreError, OSError, ValueError) as error:
+        err.print(f"dpgym: error: {error}", markup=False, soft_wrap=True)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

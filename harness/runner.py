@@ -1,0 +1,285 @@
+"""Grid expansion, cell keys, per-cell seeds, and running one cell from data to metrics."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import threading
+import time
+import traceback
+import warnings
+import zlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import cache
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import psutil
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+import harness
+from harness.datafiles import DatasetUnavailable
+from harness.privacy import Budget, Guarantee, Ledger, PrivacyViolation, reaccount
+from harness.registry import Provided, Registry
+from harness.store import RunStore
+from harness.specs import DatasetSpec, MetricContext, MetricSpec, Split
+from harness.suite import GeneratorConfig, Suite
+
+STREAMS = ("fit", "sample", "evaluate")
+
+
+@dataclass(frozen=True)
+class Cell:
+    generator: GeneratorConfig
+    dataset: str
+    epsilon: float
+    delta: float
+    seed: int
+    metrics: tuple[str, ...]
+    key: str
+
+    @property
+    def budget(self) -> Budget:
+        return Budget(self.epsilon, self.delta)
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "key": self.key,
+            "generator": self.generator.display,
+            "dataset": self.dataset,
+            "epsilon": self.epsilon if math.isfinite(self.epsilon) else "inf",
+            "delta": self.delta,
+            "seed": self.seed,
+        }
+
+
+def seed_streams(seed: int, dataset: str) -> dict[str, int]:
+    """Independent integer seeds for each random stream of a cell.
+
+    The root depends on the seed and the dataset only, so every generator at the same seed sees
+    the same sampling and evaluation randomness (common random numbers make comparisons sharper).
+    """
+    root = np.random.SeedSequence(entropy=seed, spawn_key=(zlib.crc32(dataset.encode()),))
+    return {name: int(child.generate_state(1, dtype=np.uint32)[0]) for name, child in zip(STREAMS, root.spawn(len(STREAMS)))}
+
+
+def cell_key(content: dict[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(content, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def expand(suite: Suite, registry: Registry) -> list[Cell]:
+    """All cells of the suite; unknown plugin names and hyper-parameters fail here, before any work."""
+    metric_names = suite.metrics if suite.metrics is not None else tuple(sorted(registry.kinds["metric"]))
+    metrics = [registry.get("metric", m) for m in metric_names]
+    cells = []
+    for gen in suite.generators:
+        provided = registry.get("generator", gen.name)
+        params = {**provided.spec.defaults, **gen.params}
+        provided.spec.build(gen.params)  # unknown or invalid hyper-parameters are a user error now
+        for dataset_name in suite.datasets:
+            dataset = registry.dataset(dataset_name)
+            for epsilon in suite.epsilons:
+                for seed in suite.seeds:
+                    content = {
+                        "harness": harness.__version__,
+                        "generator": [gen.name, provided.spec.version, provided.package, params],
+                        "dataset": [dataset.name, dataset.version, dataset.checksum],
+                        "metrics": sorted((m.spec.name, m.spec.version) for m in metrics),
+                        "epsilon": repr(float(epsilon)),
+                        "delta": repr(float(suite.delta)),
+                        "seed": seed,
+                    }
+                    cells.append(Cell(gen, dataset_name, epsilon, suite.delta, seed, tuple(metric_names), cell_key(content)))
+    return cells
+
+
+@cache
+def _load_split(load: Callable[[], Split]) -> Split:
+    """Each dataset is loaded once per process and shared by its cells (read-only)."""
+    return load()
+
+
+class PeakRss:
+    """Peak resident memory of this process while the block runs (sampled every 20 ms)."""
+
+    def __enter__(self) -> PeakRss:
+        self._process = psutil.Process()
+        self.peak = self._process.memory_info().rss
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._watch, daemon=True)
+        self._thread.start()
+        return self
+
+    def _watch(self) -> None:
+        while not self._stop.wait(0.02):
+            self.peak = max(self.peak, self._process.memory_info().rss)
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.peak = max(self.peak, self._process.memory_info().rss)
+
+
+class CellFailure(Exception):
+    def __init__(self, stage: str, error: BaseException):
+        super().__init__(f"{stage}: {type(error).__name__}: {error}")
+        self.stage, self.error = stage, error
+
+
+def run_cell(cell: Cell, registry: Registry) -> tuple[dict[str, Any], dict[str, Any] | None, pd.DataFrame | None]:
+    """Run one cell; never raises for a plugin's fault. Returns (result, ledger, synthetic)."""
+    provided = registry.get("generator", cell.generator.name)
+    dataset = registry.dataset(cell.dataset)
+    result: dict[str, Any] = {
+        "format": "dpgym-result/1",
+        "cell": cell.describe(),
+        "generator": {
+            "name": cell.generator.name, "label": cell.generator.display, "version": provided.spec.version,
+            "package": provided.package, "guarantee": str(provided.spec.guarantee),
+            "params": {**provided.spec.defaults, **cell.generator.params},
+        },
+        "dataset": {"name": dataset.name, "version": dataset.version, "checksum": dataset.checksum},
+        "budget": cell.budget.to_dict(),
+        "seeds": seed_streams(cell.seed, cell.dataset),
+        "device": "cpu",
+        "timings": {},
+        "warnings": [],
+    }
+    ledger_json: dict[str, Any] | None = None
+    synthetic: pd.DataFrame | None = None
+    started = time.perf_counter()
+    with PeakRss() as rss, warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            metrics = [registry.metric(name) for name in cell.metrics]
+            ledger_json, synthetic = _execute(cell, provided, dataset, metrics, result)
+            result["status"] = "ok"
+        except DatasetUnavailable as err:
+            result.update(status="unavailable", error={"stage": "load", "type": type(err).__name__, "message": str(err)})
+        except CellFailure as failure:
+            ledger_json = result.pop("_ledger", None)
+            result.update(status="failed", error={
+                "stage": failure.stage, "type": type(failure.error).__name__, "message": str(failure.error),
+                "traceback": "".join(traceback.format_exception(failure.error)),
+            })
+    result["warnings"] = sorted({f"{w.category.__name__}: {w.message}" for w in caught})
+    result["timings"]["total_seconds"] = time.perf_counter() - started
+    result["peak_rss_mb"] = rss.peak / 2**20
+    result.pop("_ledger", None)
+    return result, ledger_json, synthetic
+
+
+def _stage(name: str, fn: Callable[[], Any]) -> Any:
+    try:
+        return fn()
+    except DatasetUnavailable:
+        raise
+    except Exception as err:  # a plugin's fault fails its cell, never the run
+        raise CellFailure(name, err) from err
+
+
+def _timed(result: dict[str, Any], name: str, stage: str, fn: Callable[[], Any]) -> Any:
+    start = time.perf_counter()
+    value = _stage(stage, fn)
+    result["timings"][name] = time.perf_counter() - start
+    return value
+
+
+def _execute(cell: Cell, provided: Provided, dataset: DatasetSpec, metrics: list[MetricSpec],
+             result: dict[str, Any]) -> tuple[dict[str, Any], pd.DataFrame]:
+    spec = provided.spec
+    seeds = result["seeds"]
+    split: Split = _timed(result, "load_seconds", "load", lambda: _load_split(dataset.load))
+    schema = dataset.schema()
+    generator = _stage("build", lambda: spec.build(cell.generator.params))
+    train = split.train.copy()  # the generator gets its own copy: it cannot alter what metrics see
+    ledger: Ledger = _timed(result, "fit_seconds", "fit", lambda: generator.fit(train, schema, cell.budget, seeds["fit"]))
+    if not isinstance(ledger, Ledger):
+        raise CellFailure("fit", TypeError(f"generator {spec.name!r}: fit() returned {type(ledger).__name__}, not a Ledger"))
+    check = reaccount(ledger, cell.budget)
+    ledger_json = {**ledger.to_dict(), "budget": cell.budget.to_dict(), "reaccounted": check.to_dict()}
+    result["_ledger"] = ledger_json
+    result["privacy"] = {"claimed_epsilon": ledger_json["epsilon"], "claimed_delta": ledger.delta,
+                         "reaccounted": check.to_dict()}
+    if ledger.guarantee is not spec.guarantee:
+        raise CellFailure("privacy", PrivacyViolation(
+            f"generator {spec.name!r} declares guarantee {spec.guarantee!s} but its ledger says {ledger.guarantee!s}"))
+    _stage("privacy", lambda: ledger.check_within(cell.budget))
+    if check.verdict != "ok":
+        raise CellFailure("privacy", PrivacyViolation(f"re-accounting verdict {check.verdict}: {check.detail}"))
+    raw = _timed(result, "sample_seconds", "sample", lambda: generator.sample(len(split.train), seeds["sample"]))
+    synthetic = _stage("validate", lambda: schema.conform(raw, f"synthetic data of generator {spec.name!r}"))
+    context = MetricContext(train=split.train, test=split.test, synthetic=synthetic, schema=schema,
+                            seed=seeds["evaluate"], generator=generator)
+    result["metrics"], result["metric_detail"] = {}, {}
+    start = time.perf_counter()
+    for metric in metrics:
+        output = _stage("evaluate", lambda metric=metric: metric.evaluate(context))
+        result["metrics"].update({k: float(v) for k, v in output.values.items()})
+        result["metric_detail"][metric.name] = output.detail
+    result["timings"]["evaluate_seconds"] = time.perf_counter() - start
+    return ledger_json, synthetic
+
+
+@dataclass
+class RunSummary:
+    total: int
+    skipped: int = 0  # already finished in an earlier run
+    ok: int = 0
+    failed: int = 0
+    unavailable: int = 0
+    messages: list[str] | None = None
+
+
+def _notify(registry: Registry, hook: str, **kwargs: Any) -> None:
+    try:
+        getattr(registry.manager.hook, hook)(**kwargs)
+    except Exception as err:  # an observer's fault must not fail the cell
+        warnings.warn(f"observer hook {hook} raised {type(err).__name__}: {err}", stacklevel=2)
+
+
+def run_suite(suite: Suite, store: RunStore, registry: Registry, retry_failed: bool = False,
+              show_progress: bool = True) -> RunSummary:
+    """Run every cell of the suite not already finished in `store` (failed ones too with `retry_failed`)."""
+    cells = expand(suite, registry)
+    redo = {"failed", "unavailable"} if retry_failed else set()
+    summary = RunSummary(total=len(cells), messages=[])
+    with store.locked():
+        store.write_manifest(suite.to_dict())
+        todo = []
+        for cell in cells:
+            status = store.status(cell.key)
+            if status is None or status in redo:
+                todo.append(cell)
+            else:
+                summary.skipped += 1
+        with Progress(
+            TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+            TextColumn("ok {task.fields[ok]} · failed {task.fields[failed]} · {task.fields[running]}"),
+            TimeRemainingColumn(), disable=not show_progress, transient=False,
+        ) as progress:
+            task = progress.add_task(suite.name, total=len(cells), completed=summary.skipped, ok=0, failed=0, running="")
+            for cell in todo:
+                what = f"{cell.generator.display} × {cell.dataset} × ε={cell.epsilon:g} × seed {cell.seed}"
+                progress.update(task, running=f"running {what}")
+                _notify(registry, "dpgym_cell_started", cell=cell.describe())
+                result, ledger, synthetic = run_cell(cell, registry)
+                store.write_cell(cell.key, result, ledger, synthetic)
+                _notify(registry, "dpgym_cell_finished", cell=cell.describe(), result=result)
+                status = result["status"]
+                if status == "ok":
+                    summary.ok += 1
+                elif status == "unavailable":
+                    summary.unavailable += 1
+                    summary.messages.append(f"{cell.dataset} unavailable: {result['error']['message']}")
+                else:
+                    summary.failed += 1
+                    err = result["error"]
+                    summary.messages.append(f"failed {what} at {err['stage']}: {err['type']}: {err['message']}")
+                progress.update(task, advance=1, ok=summary.ok, failed=summary.failed + summary.unavailable)
+            progress.update(task, running="done")
+    summary.messages = list(dict.fromkeys(summary.messages))
+    return summary

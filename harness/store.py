@@ -1,0 +1,130 @@
+"""The run directory: a manifest, and one folder per finished cell, each written atomically.
+
+    DIR/run.json                     manifest: suite, package versions, git revision, history
+    DIR/cells/<key>/result.json      status, metrics, timings, peak memory, error
+    DIR/cells/<key>/ledger.json      the privacy ledger and its independent re-accounting
+    DIR/cells/<key>/synthetic.parquet
+
+A cell folder appears only complete (written under a temporary name, then renamed), so a run
+killed at any moment resumes by redoing exactly the cells whose folder is missing.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+TRACKED_PACKAGES = ("dpgym", "numpy", "pandas", "scikit-learn", "xgboost-cpu", "xgboost", "torch", "opacus",
+                    "prv-accountant", "pluggy", "scipy")
+
+
+class StoreError(RuntimeError):
+    """The run directory cannot be used (locked by another run, or not a dpgym run directory)."""
+
+
+def package_versions() -> dict[str, str]:
+    found = {}
+    for name in TRACKED_PACKAGES:
+        try:
+            found[name] = version(name)
+        except PackageNotFoundError:
+            continue
+    return found
+
+
+def git_revision() -> str | None:
+    try:
+        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=Path(__file__).parent, capture_output=True,
+                             text=True, timeout=5)
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=Path(__file__).parent,
+                               capture_output=True, text=True, timeout=5)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if out.returncode != 0:
+        return None
+    return out.stdout.strip() + ("-dirty" if dirty.stdout.strip() else "")
+
+
+def write_json_atomic(path: Path, payload: Any) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(payload, indent=2, default=str))
+    os.replace(tmp, path)
+
+
+class RunStore:
+    def __init__(self, root: Path):
+        self.root = Path(root)
+        self.cells = self.root / "cells"
+
+    @contextmanager
+    def locked(self) -> Iterator[None]:
+        """Hold an exclusive lock so two runs never write the same directory."""
+        self.cells.mkdir(parents=True, exist_ok=True)
+        with (self.root / ".lock").open("w") as handle:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                raise StoreError(f"another dpgym run is writing {self.root}") from None
+            yield
+
+    def write_manifest(self, suite: dict[str, Any]) -> None:
+        path = self.root / "run.json"
+        history = json.loads(path.read_text()).get("history", []) if path.exists() else []
+        history.append({"started": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "argv": sys.argv[1:]})
+        write_json_atomic(path, {
+            "format": "dpgym-run/1",
+            "suite": suite,
+            "packages": package_versions(),
+            "python": sys.version.split()[0],
+            "platform": platform.platform(),
+            "git_revision": git_revision(),
+            "history": history,
+        })
+
+    def manifest(self) -> dict[str, Any]:
+        path = self.root / "run.json"
+        if not path.exists():
+            raise StoreError(f"{self.root} is not a dpgym run directory (no run.json)")
+        return json.loads(path.read_text())
+
+    def status(self, key: str) -> str | None:
+        path = self.cells / key / "result.json"
+        return json.loads(path.read_text())["status"] if path.exists() else None
+
+    def write_cell(self, key: str, result: dict[str, Any], ledger: dict[str, Any] | None,
+                   synthetic: pd.DataFrame | None) -> None:
+        tmp = self.cells / f".tmp-{key}-{os.getpid()}"
+        if tmp.exists():
+            shutil.rmtree(tmp)
+        tmp.mkdir(parents=True)
+        if synthetic is not None:
+            synthetic.to_parquet(tmp / "synthetic.parquet", index=False)
+        if ledger is not None:
+            (tmp / "ledger.json").write_text(json.dumps(ledger, indent=2, default=str))
+        (tmp / "result.json").write_text(json.dumps(result, indent=2, default=str))
+        final = self.cells / key
+        if final.exists():  # a failed cell being retried: swap the old folder out first
+            old = self.cells / f".old-{key}-{os.getpid()}"
+            os.replace(final, old)
+            os.replace(tmp, final)
+            shutil.rmtree(old)
+        else:
+            os.replace(tmp, final)
+
+    def results(self) -> list[dict[str, Any]]:
+        if not self.cells.exists():
+            raise StoreError(f"{self.root} has no cells/ folder: not a dpgym run directory")
+        return [json.loads(p.read_text()) for p in sorted(self.cells.glob("[!.]*/result.json"))]

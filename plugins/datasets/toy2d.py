@@ -1,0 +1,118 @@
+"""The 2-D synthetic sets of DP-NF: half_moons, pinwheel and eight_gaussians, 30,000 points each.
+
+Each set is generated from a fixed seed (0), so it is the same on every machine; its checksum is
+the sha256 of the generated values. The split is DP-NF's: fold k of
+``KFold(10, shuffle=True, random_state=0)`` is the test set (3,000 points), the rest trains; the
+plain name is fold 1, ``NAME:fold=k`` picks another. Data are in their raw scale (bounds in
+``datasets/toy2d/*.toml``); the DP-NF spec z-scores them inside the model with training-fold
+statistics, which belongs to the generator, not the dataset.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+from functools import cache, partial
+
+import numpy as np
+import pandas as pd
+from sklearn.datasets import make_moons
+from sklearn.model_selection import KFold
+
+from harness import DatasetSpec, Schema, Split, hookimpl
+from harness.datafiles import REPO_DATA
+from plugins.datasets.parametric import ParametricDatasetSpec, fold_number, parse_options
+
+N_POINTS = 30_000
+SEED = 0
+FOLDS = 10
+
+
+def half_moons(seed: int) -> np.ndarray:
+    points, _ = make_moons(n_samples=N_POINTS, noise=0.05, random_state=seed)
+    return points
+
+
+def eight_gaussians(seed: int) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    # the centres of DP-NF's code: radius 2 around (3, 3), diagonals written as 1.414
+    offsets = np.array([(0, -2), (-1.414, -1.414), (-2, 0), (-1.414, 1.414), (0, 2), (1.414, 1.414), (2, 0), (1.414, -1.414)])
+    centres = np.repeat(3.0 + offsets, N_POINTS // len(offsets), axis=0)
+    return rng.permutation(centres + 0.2 * rng.standard_normal(centres.shape))
+
+
+def pinwheel(seed: int, arms: int = 5, radial_std: float = 0.3, tangential_std: float = 0.05, rate: float = 0.25) -> np.ndarray:
+    """Johnson et al. (2016)'s pinwheel: each arm's points are rotated more the farther out they lie."""
+    rng = np.random.default_rng(seed)
+    arm = np.repeat(np.arange(arms), N_POINTS // arms)
+    radial = 1.0 + radial_std * rng.standard_normal(len(arm))
+    tangential = tangential_std * rng.standard_normal(len(arm))
+    angle = arm * 2 * np.pi / arms + rate * np.exp(radial)
+    cos, sin = np.cos(angle), np.sin(angle)
+    # the row vector (radial, tangential) times the rotation matrix [[cos, -sin], [sin, cos]]
+    points = np.column_stack([radial * cos + tangential * sin, -radial * sin + tangential * cos])
+    return rng.permutation(10.0 * points)
+
+
+GENERATORS: dict[str, Callable[[int], np.ndarray]] = {
+    "half_moons": half_moons,
+    "pinwheel": pinwheel,
+    "eight_gaussians": eight_gaussians,
+}
+DESCRIPTIONS = {
+    "half_moons": "DP-NF Half-Moons: make_moons(30000, noise=0.05)",
+    "pinwheel": "DP-NF Pinwheel: 5 arms x 6,000 points (Johnson et al. 2016)",
+    "eight_gaussians": "DP-NF 8 Gaussians: 8 x 3,750 points, std 0.2, radius 2 around (3, 3)",
+}
+
+
+@cache
+def schema(name: str) -> Schema:
+    return Schema.from_toml(REPO_DATA / "toy2d" / f"{name}.toml")
+
+
+@cache
+def points(name: str) -> pd.DataFrame:
+    values = GENERATORS[name](SEED)
+    return schema(name).conform(pd.DataFrame(values, columns=schema(name).names), name)
+
+
+def load(name: str, fold: int) -> Split:
+    rows = points(name)
+    train, test = list(KFold(FOLDS, shuffle=True, random_state=0).split(rows))[fold - 1]
+    return Split(train=rows.iloc[train].reset_index(drop=True), test=rows.iloc[test].reset_index(drop=True))
+
+
+@cache
+def checksum(name: str) -> str:
+    return hashlib.sha256(np.ascontiguousarray(points(name).to_numpy()).tobytes()).hexdigest()
+
+
+@cache  # one spec object per variant, so the runner's per-process load cache is hit
+def spec(name: str, fold: int = 1) -> DatasetSpec:
+    fields = dict(
+        version="1",
+        load=partial(load, name, fold),
+        schema=partial(schema, name),
+        citation=(
+            "Waites, C. & Cummings, R. (2021). Differentially Private Normalizing Flows for Privacy-Preserving "
+            "Density Estimation. arXiv:2103.14068" + (
+                "; Johnson, M. et al. (2016). Composing graphical models with neural networks. NeurIPS"
+                if name == "pinwheel" else "")
+        ),
+        license="generated (no data licence)",
+        checksum=checksum(name),
+        description=f"{DESCRIPTIONS[name]}; seed {SEED}; test fold {fold} of KFold(10, seed 0)",
+    )
+    if fold != 1:
+        return DatasetSpec(name=f"{name}:fold={fold}", **fields)
+    return ParametricDatasetSpec(name=name, resolve=partial(_resolve, name), **fields)
+
+
+def _resolve(name: str, argument: str) -> DatasetSpec:
+    return spec(name, parse_options(argument, {"fold": fold_number(FOLDS)}, name).get("fold", 1))
+
+
+@hookimpl
+def dpgym_datasets() -> list[DatasetSpec]:
+    return [spec(name) for name in GENERATORS]

@@ -1,0 +1,152 @@
+"""User datasets: a CSV or Parquet file plus a schema TOML, named ``csv:PATH[,key=value...]``.
+
+The schema defaults to the data file's name with ``.schema.toml`` in place of its suffixes
+(``data/people.csv`` -> ``data/people.schema.toml``); ``schema=PATH`` names another. Relative paths
+are relative to the working directory. The train/test split is, in this order of precedence:
+
+- ``test=PATH``: a second file with the test rows (same schema);
+- ``split_column=NAME``: a column of the file holding ``train`` or ``test`` (not in the schema);
+- otherwise a seeded random split, ``test_fraction=0.2`` and ``seed=0`` unless given.
+
+Rows breaking the schema are an error naming the file, the column and the first offending rows
+(CSV rows by their line in the file). A schema drafted by ``dpgym schema infer`` and not yet
+reviewed loads with an `UnreviewedSchemaWarning`. Optional top-level ``citation`` and ``license``
+keys of the schema file are reported as the dataset's provenance.
+"""
+
+from __future__ import annotations
+
+import tomllib
+import warnings
+from functools import partial
+from pathlib import Path
+from typing import NoReturn
+
+import pandas as pd
+from sklearn.model_selection import train_test_split
+
+from harness import DatasetSpec, Schema, SchemaError, Split, hookimpl
+from harness.datafiles import DatasetUnavailable, combined_checksum, sha256_of
+from harness.inference import PARQUET_SUFFIXES, UnreviewedSchemaWarning, read_table
+from plugins.datasets.parametric import DatasetArgumentError, ParametricDatasetSpec, parse_options
+
+DATA_SUFFIXES = {".csv", ".tsv", ".txt", ".gz", ".bz2", ".xz", ".zst", ".zip", *PARQUET_SUFFIXES}
+OPTIONS = {"schema": Path, "test": Path, "split_column": str, "test_fraction": float, "seed": int}
+SPLIT_VALUES = ("train", "test")
+USAGE = "name a user dataset csv:PATH (schema beside it as NAME.schema.toml, or csv:PATH,schema=FILE)"
+
+
+def default_schema_path(data: Path) -> Path:
+    stem = data
+    while stem.suffix.lower() in DATA_SUFFIXES:
+        stem = stem.with_suffix("")
+    return stem.with_name(stem.name + ".schema.toml")
+
+
+def _require(path: Path, what: str) -> Path:
+    if not path.is_file():
+        raise DatasetUnavailable(f"csv: {what} {path} does not exist ({USAGE})")
+    return path
+
+
+def schema(path: Path) -> Schema:
+    return Schema.from_toml(_require(path, "schema file"))
+
+
+def _rows(path: Path) -> tuple[pd.DataFrame, str]:
+    """The file's rows, indexed by CSV line number so schema errors point into the file."""
+    frame = read_table(_require(path, "data file"))
+    what = str(path)
+    if path.suffix.lower() not in PARQUET_SUFFIXES:
+        frame.index = pd.RangeIndex(2, len(frame) + 2)  # line 1 is the header
+        what += " (rows by line number)"
+    return frame, what
+
+
+def load(data: Path, options: dict) -> Split:
+    schema_path = options.get("schema") or default_schema_path(data)
+    table = schema(schema_path)
+    if not table.reviewed:
+        warnings.warn(
+            f"dataset csv:{data}: schema {schema_path} was inferred from the data and is not reviewed; its bounds "
+            "and categories come from private rows and are not public. Replace them with public values and set "
+            "reviewed = true.",
+            UnreviewedSchemaWarning,
+            stacklevel=2,
+        )
+    frame, what = _rows(data)
+    if "test" in options:
+        test, test_what = _rows(options["test"])
+        return Split(train=table.conform(frame, what), test=table.conform(test, test_what))
+    if "split_column" in options:
+        return _split_by_column(frame, what, table, options["split_column"])
+    train, test = train_test_split(
+        table.conform(frame, what), test_size=options.get("test_fraction", 0.2), random_state=options.get("seed", 0)
+    )
+    return Split(train=train.reset_index(drop=True), test=test.reset_index(drop=True))
+
+
+def _split_by_column(frame: pd.DataFrame, what: str, table: Schema, column: str) -> Split:
+    if column not in frame.columns:
+        raise SchemaError(f"{what}: no split column {column!r}")
+    which = frame.pop(column).astype(str).str.strip().str.lower()
+    bad = ~which.isin(SPLIT_VALUES)
+    if bad.any():
+        shown = ", ".join(f"{i}={v!r}" for i, v in which[bad].head(5).items())
+        raise SchemaError(f"{what}: split column {column!r} must hold train or test: {int(bad.sum())} rows (first: {shown})")
+    rows = table.conform(frame, what)
+    is_test = (which == "test").to_numpy()
+    return Split(train=rows[~is_test].reset_index(drop=True), test=rows[is_test].reset_index(drop=True))
+
+
+def _provenance(schema_path: Path) -> dict[str, str]:
+    try:
+        raw = tomllib.loads(schema_path.read_text())
+    except (OSError, tomllib.TOMLDecodeError):
+        return {}  # reported by schema() when the dataset is used
+    return {key: str(raw[key]) for key in ("citation", "license") if key in raw}
+
+
+def spec(argument: str) -> DatasetSpec:
+    path_text, _, rest = argument.partition(",")
+    if not path_text:
+        raise DatasetArgumentError(f"csv: no file given; {USAGE}")
+    data = Path(path_text)
+    options = parse_options(rest, OPTIONS, f"csv:{path_text}")
+    schema_path = options.get("schema") or default_schema_path(data)
+    files = [p for p in (data, options.get("test"), schema_path) if p is not None]
+    provenance = _provenance(schema_path)
+    return DatasetSpec(
+        name=f"csv:{argument}",
+        version="user",
+        load=partial(load, data, options),
+        schema=partial(schema, schema_path),
+        citation=provenance.get("citation", f"user-provided file {data}"),
+        license=provenance.get("license", "user-provided (not stated)"),
+        # data and schema file contents: a changed file or schema is a different dataset
+        checksum=combined_checksum([sha256_of(p) for p in files]) if all(p.is_file() for p in files) else "unavailable",
+        description=f"user dataset {data} with schema {schema_path}",
+    )
+
+
+def _no_file() -> NoReturn:
+    """Load and schema of plain ``csv``: it only exists with a file named after the colon."""
+    raise DatasetUnavailable(f"csv: {USAGE}")
+
+
+SPEC = ParametricDatasetSpec(
+    name="csv",
+    version="user",
+    load=_no_file,
+    schema=_no_file,
+    citation="user-provided",
+    license="user-provided",
+    checksum="",
+    description="your own CSV/Parquet file plus schema TOML: csv:PATH[,schema=FILE][,test=FILE|,split_column=COL|,test_fraction=F,seed=N]",
+    resolve=spec,
+)
+
+
+@hookimpl
+def dpgym_datasets() -> list[DatasetSpec]:
+    return [SPEC]

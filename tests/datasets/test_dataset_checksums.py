@@ -1,0 +1,36 @@
+"""A vendored file that does not match its sha256 makes the dataset unavailable, naming the file."""
+
+from __future__ import annotations
+
+import pytest
+
+from harness.datafiles import DatasetUnavailable
+from plugins.datasets import census, intrusion, lifesci
+
+FILES = {
+    "census": (census.load, census.FILES),
+    "intrusion": (intrusion.load23, {intrusion.DATA: intrusion.SHA256}),
+    "lifesci": (lambda: lifesci.load_fold(1), lifesci.FILES),
+}
+
+
+@pytest.mark.parametrize("name", sorted(FILES))
+def test_checksum_mismatch_is_unavailable_naming_the_file(name, tmp_path, monkeypatch):
+    load, files = FILES[name]
+    for relative in files:
+        (tmp_path / relative).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / relative).write_bytes(b"not the published file\n")
+    monkeypatch.setenv("DPGYM_DATA", str(tmp_path))
+    lifesci._labelled_folds.cache_clear()
+    try:
+        with pytest.raises(DatasetUnavailable, match=r"has sha256 .*expected") as caught:
+            load()
+    finally:
+        lifesci._labelled_folds.cache_clear()
+    assert str(tmp_path) in str(caught.value)
+
+
+def test_a_missing_file_is_unavailable_naming_the_file(tmp_path, monkeypatch):
+    monkeypatch.setenv("DPGYM_DATA", str(tmp_path))
+    with pytest.raises(DatasetUnavailable, match="census-income.data.xz is missing"):
+        census.load()

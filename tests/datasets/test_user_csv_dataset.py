@@ -1,0 +1,163 @@
+"""csv:PATH user datasets: the happy paths, the split rules, and each way a file breaks its schema."""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from harness import SchemaError
+from harness.datafiles import DatasetUnavailable
+from harness.inference import UnreviewedSchemaWarning, draft_toml, infer_schema, read_table
+from harness.registry import PluginError
+from plugins.datasets import user_csv
+
+SCHEMA = """\
+name = "people"
+target = "smoker"
+citation = "Our 2026 survey"
+license = "internal"
+
+[[columns]]
+name = "age"
+kind = "integer"
+min = 0
+max = 120
+
+[[columns]]
+name = "colour"
+kind = "categorical"
+categories = ["red", "green", "blue"]
+
+[[columns]]
+name = "height"
+kind = "continuous"
+min = 0.5
+max = 2.5
+nullable = true
+
+[[columns]]
+name = "smoker"
+kind = "binary"
+categories = ["no", "yes"]
+"""
+
+
+def people(n: int = 20) -> pd.DataFrame:
+    return pd.DataFrame({
+        "age": [20 + i for i in range(n)],
+        "colour": [("red", "green", "blue")[i % 3] for i in range(n)],
+        "height": [1.5 + i / 100 for i in range(n)],
+        "smoker": [("no", "yes")[i % 2] for i in range(n)],
+    })
+
+
+@pytest.fixture
+def folder(tmp_path) -> Path:
+    people().to_csv(tmp_path / "people.csv", index=False)
+    (tmp_path / "people.schema.toml").write_text(SCHEMA)
+    return tmp_path
+
+
+def test_a_csv_beside_its_schema_loads_with_a_seeded_80_20_split(folder, registry):
+    spec = registry.dataset(f"csv:{folder / 'people.csv'}")
+    split = spec.load()
+    assert (len(split.train), len(split.test)) == (16, 4)
+    assert list(split.train.columns) == ["age", "colour", "height", "smoker"]
+    assert split.train["age"].dtype == "int64" and split.train["colour"].dtype == "category"
+    pd.testing.assert_frame_equal(split.test, spec.load().test)
+    assert (spec.citation, spec.license) == ("Our 2026 survey", "internal")
+
+
+def test_parquet_and_options_in_the_name(folder, registry):
+    people().to_parquet(folder / "people.parquet")
+    spec = registry.dataset(f"csv:{folder / 'people.parquet'},test_fraction=0.5,seed=3")
+    assert len(spec.load().test) == 10
+
+
+def test_a_second_file_is_the_test_set(folder, registry):
+    people(5).to_csv(folder / "later.csv", index=False)
+    split = registry.dataset(f"csv:{folder / 'people.csv'},test={folder / 'later.csv'}").load()
+    assert (len(split.train), len(split.test)) == (20, 5)
+
+
+def test_a_split_column_assigns_rows(folder, registry):
+    frame = people().assign(part=["train"] * 15 + ["test"] * 5)
+    frame.to_csv(folder / "people.csv", index=False)
+    split = registry.dataset(f"csv:{folder / 'people.csv'},split_column=part").load()
+    assert (len(split.train), len(split.test)) == (15, 5) and "part" not in split.train.columns
+
+
+def test_an_explicit_schema_path(folder, registry):
+    (folder / "people.schema.toml").rename(folder / "elsewhere.toml")
+    split = registry.dataset(f"csv:{folder / 'people.csv'},schema={folder / 'elsewhere.toml'}").load()
+    assert len(split.train) == 16
+
+
+def test_a_missing_height_is_allowed_where_the_schema_says_nullable(folder):
+    frame = people()
+    frame.loc[3, "height"] = None
+    frame.to_csv(folder / "people.csv", index=False)
+    split = user_csv.spec(str(folder / "people.csv")).load()
+    assert pd.concat([split.train, split.test])["height"].isna().sum() == 1
+
+
+@pytest.mark.parametrize(
+    ("column", "value", "fault"),
+    [
+        ("age", "forty", "non-numeric values"),
+        ("colour", "purple", "unknown categories"),
+        ("smoker", None, "missing values in a non-nullable column"),
+        ("age", "200", "values outside the public bounds"),
+    ],
+)
+def test_a_row_breaking_the_schema_is_rejected_naming_file_column_and_line(folder, column, value, fault):
+    frame = people().astype(object)
+    frame.loc[6, column] = value  # data row 6 is line 8 of the file (line 1 is the header)
+    frame.to_csv(folder / "people.csv", index=False)
+    with pytest.raises(SchemaError) as caught:
+        user_csv.spec(str(folder / "people.csv")).load()
+    message = str(caught.value)
+    assert str(folder / "people.csv") in message and f"column {column!r}: {fault}" in message
+    assert "(first: 8=" in message
+
+
+def test_a_bad_split_column_value_is_rejected(folder):
+    people().assign(part=["train"] * 19 + ["validation"]).to_csv(folder / "people.csv", index=False)
+    with pytest.raises(SchemaError, match=r"split column 'part' must hold train or test: 1 rows \(first: 21='validation'\)"):
+        user_csv.spec(f"{folder / 'people.csv'},split_column=part").load()
+
+
+def test_missing_files_are_unavailable_not_a_crash(tmp_path, registry):
+    spec = registry.dataset(f"csv:{tmp_path / 'absent.csv'}")
+    assert spec.checksum == "unavailable"
+    with pytest.raises(DatasetUnavailable, match="absent.schema.toml does not exist"):
+        spec.load()
+    with pytest.raises(DatasetUnavailable, match="csv:PATH"):
+        registry.dataset("csv").load()
+
+
+def test_an_unknown_option_is_a_plugin_error(folder, registry):
+    with pytest.raises(PluginError, match="takes schema=.*test="):
+        registry.dataset(f"csv:{folder / 'people.csv'},sheet=2")
+
+
+def test_an_unreviewed_inferred_schema_warns_on_load(folder):
+    draft = infer_schema(read_table(folder / "people.csv"), "people")
+    (folder / "people.schema.toml").write_text(draft_toml(draft, "people.csv"))
+    with pytest.warns(UnreviewedSchemaWarning, match="not reviewed"):
+        user_csv.spec(str(folder / "people.csv")).load()
+
+
+def test_a_reviewed_schema_loads_without_warning(folder):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        user_csv.spec(str(folder / "people.csv")).load()
+
+
+def test_the_checksum_follows_the_data_and_the_schema(folder):
+    before = user_csv.spec(str(folder / "people.csv")).checksum
+    (folder / "people.schema.toml").write_text(SCHEMA.replace("max = 120", "max = 130"))
+    assert user_csv.spec(str(folder / "people.csv")).checksum != before

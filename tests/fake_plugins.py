@@ -1,0 +1,43 @@
+"""Misbehaving plugins for tests: each breaks one rule the harness must catch."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from harness import Budget, GeneratorSpec, Guarantee, Ledger, LedgerEntry, Schema, hookimpl
+from plugins.generators.uniform import Uniform
+
+
+class Overspender(Uniform):
+    """Claims the budget but runs a Laplace mechanism worth twice it."""
+
+    def fit(self, train: pd.DataFrame, schema: Schema, budget: Budget, seed: int) -> Ledger:
+        super().fit(train, schema, budget, seed)
+        ledger = Ledger(Guarantee.FORMAL)
+        ledger.record(LedgerEntry("laplace", budget.epsilon, 0.0,
+                                  {"l1_sensitivity": 2.0, "scale": 1.0 / budget.epsilon}, "pure"))
+        return ledger
+
+
+class Crasher(Uniform):
+    def fit(self, train: pd.DataFrame, schema: Schema, budget: Budget, seed: int) -> Ledger:
+        raise RuntimeError("model diverged")
+
+
+class UnknownCategory(Uniform):
+    def sample(self, n: int, seed: int) -> pd.DataFrame:
+        frame = super().sample(n, seed)
+        frame["workclass"] = frame["workclass"].astype(str)
+        frame.loc[0, "workclass"] = "Astronaut"
+        return frame
+
+
+def _spec(name: str, factory: type, guarantee: Guarantee = Guarantee.FORMAL) -> GeneratorSpec:
+    return GeneratorSpec(name=name, version="1", factory=factory, guarantee=guarantee)
+
+
+class FaultyGenerators:
+    @hookimpl
+    def dpgym_generators(self) -> list[GeneratorSpec]:
+        return [_spec("overspender", Overspender), _spec("crasher", Crasher),
+                _spec("unknown_category", UnknownCategory, Guarantee.PURE)]

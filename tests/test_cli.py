@@ -1,0 +1,54 @@
+"""The `dpgym` command as a user meets it: one clear line per user error, exit codes, listing."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+
+def dpgym(*args: str, cwd=None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "harness.cli", *args], capture_output=True, text=True, cwd=cwd,
+                          timeout=300)
+
+
+def test_list_shows_plugins_with_their_package():
+    out = dpgym("list")
+    assert out.returncode == 0
+    for name in ("uniform", "independent", "real", "adult", "dpgym 0.1.0", "formal", "CC BY 4.0"):
+        assert name in out.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["run", "--generators", "unifrom", "--datasets", "adult", "--epsilons", "1"], "unknown generator 'unifrom'; did you mean uniform"),
+        (["run", "--generators", "uniform", "--datasets", "adullt", "--epsilons", "1"], "unknown dataset 'adullt'"),
+        (["run", "--suite", "no-such-suite"], "no suite file 'no-such-suite'"),
+        (["run", "--generators", "uniform", "--datasets", "adult", "--epsilons", "x"], "'x' is not an epsilon"),
+        (["run", "--generators", "independent", "--datasets", "adult", "--epsilons", "1", "--set", "independent.bins=3"],
+         "unknown hyper-parameters ['bins']"),
+        (["run", "--datasets", "adult"], "give --suite, or an ad-hoc grid with --generators, --epsilons"),
+        (["leaderboard", "/nonexistent/run"], "not a dpgym run directory"),
+    ],
+)
+def test_user_errors_are_one_line_without_traceback(args, message, tmp_path):
+    if "--out" not in args and args[0] == "run":
+        args = [*args, "--out", str(tmp_path / "run")]
+    out = dpgym(*args)
+    assert out.returncode in (1, 2)
+    assert "Traceback" not in out.stderr
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("dpgym: error:") and message in lines[0]
+
+
+def test_adhoc_run_with_override_completes_and_writes_a_leaderboard(tmp_path):
+    out = dpgym("run", "--generators", "independent,uniform", "--datasets", "adult", "--epsilons", "0.5,inf",
+                "--seeds", "1", "--metrics", "", "--set", "independent.mechanism=\"laplace\"", "--out", str(tmp_path),
+                "--no-progress")
+    assert out.returncode == 0, out.stderr
+    assert "4 cells: 4 ran ok" in out.stdout
+    board = (tmp_path / "leaderboard.csv").read_text().splitlines()
+    assert board[0].startswith("generator,dataset,epsilon,delta,n_seeds,failures,fit_seconds_mean")
+    assert len(board) == 5

@@ -1,0 +1,134 @@
+"""The runner: cell keys, determinism, resume, and failures that stay inside their cell."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pandas as pd
+import pytest
+
+from harness.leaderboard import write_leaderboard
+from harness.registry import Registry
+from harness.runner import expand, seed_streams
+from harness.store import RunStore, StoreError
+from harness.suite import GeneratorConfig, Suite, SuiteError, apply_overrides, load_suite
+from tests.fake_plugins import FaultyGenerators
+
+
+def grid(*generators: str, seeds=(0, 1), epsilons=(1.0,)) -> Suite:
+    return Suite("test", tuple(GeneratorConfig(g) for g in generators), ("adult",), epsilons, seeds, 1e-5, metrics=())
+
+
+@pytest.fixture(scope="module")
+def registry() -> Registry:
+    return Registry.discover(extra={"faulty": FaultyGenerators()})
+
+
+def run(suite: Suite, out, registry: Registry, **kwargs):
+    from harness.runner import run_suite
+
+    return run_suite(suite, RunStore(out), registry, show_progress=False, **kwargs)
+
+
+def test_cell_keys_are_stable_and_distinct(registry):
+    cells = expand(grid("uniform", "independent"), registry)
+    again = expand(grid("uniform", "independent"), registry)
+    assert [c.key for c in cells] == [c.key for c in again]
+    assert len({c.key for c in cells}) == 4
+    changed = expand(apply_overrides(grid("independent"), ["independent.numeric_bins=8"]), registry)
+    assert not {c.key for c in changed} & {c.key for c in cells}
+
+
+def test_seed_streams_are_separate_and_shared_across_generators():
+    streams = seed_streams(0, "adult")
+    assert len(set(streams.values())) == 3
+    assert streams == seed_streams(0, "adult") and streams != seed_streams(1, "adult")
+
+
+def test_same_suite_twice_gives_identical_synthetic_data(registry, tmp_path):
+    suite = grid("independent", "uniform")
+    run(suite, tmp_path / "a", registry)
+    run(suite, tmp_path / "b", registry)
+    for cell in expand(suite, registry):
+        a = pd.read_parquet(tmp_path / "a" / "cells" / cell.key / "synthetic.parquet")
+        b = pd.read_parquet(tmp_path / "b" / "cells" / cell.key / "synthetic.parquet")
+        pd.testing.assert_frame_equal(a, b)
+    seeds = [pd.read_parquet(tmp_path / "a" / "cells" / c.key / "synthetic.parquet") for c in expand(suite, registry)[:2]]
+    assert not seeds[0].equals(seeds[1])  # different seeds, different draws
+
+
+def test_resume_redoes_only_missing_cells(registry, tmp_path):
+    suite = grid("independent", "uniform", "real")
+    first = run(suite, tmp_path, registry)
+    assert first.ok == 6
+    board_before, _ = write_leaderboard(tmp_path, {})
+    victims = sorted((tmp_path / "cells").iterdir())[:2]
+    for victim in victims:
+        shutil.rmtree(victim)
+    (tmp_path / "cells" / ".tmp-deadbeef-123").mkdir()  # what a kill mid-write leaves behind
+    second = run(suite, tmp_path, registry)
+    assert (second.skipped, second.ok) == (4, 2)
+    board_after, _ = write_leaderboard(tmp_path, {})
+    timing = [c for c in board_before.columns if "seconds" in c or "rss" in c]
+    pd.testing.assert_frame_equal(board_before.drop(columns=timing), board_after.drop(columns=timing))
+
+
+def test_a_crashing_plugin_fails_its_cell_and_the_run_goes_on(registry, tmp_path):
+    summary = run(grid("crasher", "uniform", seeds=(0,)), tmp_path, registry)
+    assert (summary.ok, summary.failed) == (1, 1)
+    results = {r["cell"]["generator"]: r for r in RunStore(tmp_path).results()}
+    error = results["crasher"]["error"]
+    assert error["stage"] == "fit" and "model diverged" in error["message"] and "Traceback" in error["traceback"]
+    again = run(grid("crasher", "uniform", seeds=(0,)), tmp_path, registry)
+    assert again.skipped == 2  # failed cells are finished unless retried
+    retried = run(grid("crasher", "uniform", seeds=(0,)), tmp_path, registry, retry_failed=True)
+    assert (retried.skipped, retried.failed) == (1, 1)
+
+
+def test_overspending_generator_is_refused_and_not_ranked(registry, tmp_path):
+    run(grid("overspender", "uniform", seeds=(0,)), tmp_path, registry)
+    result = next(r for r in RunStore(tmp_path).results() if r["cell"]["generator"] == "overspender")
+    assert result["status"] == "failed" and result["error"]["stage"] == "privacy"
+    assert "underclaimed" in result["error"]["message"]
+    ledger = json.loads((tmp_path / "cells" / result["cell"]["key"] / "ledger.json").read_text())
+    assert ledger["reaccounted"]["epsilon"] == pytest.approx(2.0)
+    board, _ = write_leaderboard(tmp_path, {})
+    row = board.set_index("generator").loc["overspender"]
+    assert row.n_seeds == 0 and row.failures == 1
+
+
+def test_synthetic_rows_outside_the_schema_fail_the_cell_naming_the_generator(registry, tmp_path):
+    run(grid("unknown_category", seeds=(0,)), tmp_path, registry)
+    (result,) = RunStore(tmp_path).results()
+    assert result["error"]["stage"] == "validate"
+    assert "unknown_category" in result["error"]["message"] and "'Astronaut'" in result["error"]["message"]
+
+
+def test_ledger_and_result_files_are_written_per_cell(registry, tmp_path):
+    run(grid("independent", seeds=(0,)), tmp_path, registry)
+    (cell_dir,) = (tmp_path / "cells").iterdir()
+    ledger = json.loads((cell_dir / "ledger.json").read_text())
+    assert ledger["entries"][0]["mechanism"] == "gaussian" and ledger["reaccounted"]["verdict"] == "ok"
+    result = json.loads((cell_dir / "result.json").read_text())
+    assert result["status"] == "ok" and result["peak_rss_mb"] > 0 and "fit_seconds" in result["timings"]
+    assert json.loads((tmp_path / "run.json").read_text())["packages"]["dpgym"] == "0.1.0"
+
+
+def test_a_locked_run_directory_is_refused(registry, tmp_path):
+    store = RunStore(tmp_path)
+    with store.locked(), pytest.raises(StoreError, match="another dpgym run"):
+        run(grid("uniform", seeds=(0,)), tmp_path, registry)
+
+
+def test_suite_files_reject_unknown_keys(tmp_path):
+    path = tmp_path / "s.toml"
+    path.write_text('name = "s"\ndatasets = ["adult"]\nepsilon = [1]\n')
+    with pytest.raises(SuiteError, match=r"unknown keys \['epsilon'\]"):
+        load_suite(str(path))
+
+
+def test_smoke_suite_file_parses():
+    suite = load_suite("smoke")
+    assert [g.name for g in suite.generators] == ["uniform", "independent", "real"]
+    assert suite.seeds == (0, 1) and suite.epsilons == (1.0,)
