@@ -64,6 +64,10 @@ class DensitySpace:
         """log |du/dx| = −Σ log scale_j: add it to log p_U(u) to get log p_X(x)."""
         return float(-np.log(self.scale).sum())
 
+    def encoded_bounds(self) -> np.ndarray:
+        """(2, D): the public bounds of each column in the working space."""
+        return np.stack([(self.low - self.centre) / self.scale, (self.high - self.centre) / self.scale])
+
     def encode(self, frame: pd.DataFrame) -> np.ndarray:
         x = frame[self.names].to_numpy(dtype=float)
         return (x - self.centre) / self.scale
