@@ -81,6 +81,12 @@ class OuterProductGrad(LayerGrad):
         norms = self.g.abs() * self._row_norms(self.a.abs())
         return norms + self.g.abs() if self.bias is not None else norms
 
+    def sq_norms(self) -> Tensor:
+        if self.mask is not None:
+            return super().sq_norms()
+        a_sq = self.a.square().sum(dim=1)  # ‖g_i a_iᵀ‖² + ‖g_i‖² = ‖g_i‖² (‖a_i‖² + 1)
+        return self.g.square().sum(dim=1) * (a_sq + 1 if self.bias is not None else a_sq)
+
     def weighted_sum(self, weights: Tensor) -> dict[nn.Parameter, Tensor]:
         gw = self.g * (weights if weights.dim() == 2 else weights[:, None])
         grad_w = gw.T @ self.a

@@ -257,9 +257,11 @@ class PrivatePhase:
         summed = self.engine.collect()
         std = self.noise_multiplier * self.clip_norm
         for p in self.params:
-            noise = torch.randn(p.shape, generator=self._noise_generator(p.device), device=p.device, dtype=p.dtype)
-            total = summed.get(p, torch.zeros_like(p)) + std * noise
-            p.grad = total / self.expected_batch_size  # Opacus's normalisation for Poisson batches
+            grad = torch.randn(p.shape, generator=self._noise_generator(p.device), device=p.device, dtype=p.dtype)
+            grad.mul_(std)
+            if p in summed:
+                grad.add_(summed[p])
+            p.grad = grad.div_(self.expected_batch_size)  # Opacus's normalisation for Poisson batches
         for optimizer in self.optimizers:
             optimizer.step()
         for p in self.params:
