@@ -35,10 +35,13 @@ def _read(relative: str) -> pd.DataFrame:
         keep_default_na=False, na_values=[],  # "NA" is a category of hispanic origin, not a missing value
         dtype=dict.fromkeys(categorical, "category"),
     ).drop(columns="instance weight")
-    # fields are separated by ", " and a few values end in a blank; codes parse as numbers
+    # Fields are separated by ", " and a few values end in a blank; codes parse as numbers; the label
+    # ends in ".". Categories are kept as Python strings (object dtype): schema.conform's casts to
+    # str then cost about a third less CPU than from pyarrow strings.
     for name in categorical:
-        frame[name] = frame[name].cat.rename_categories(lambda value: str(value).strip())
-    frame["income"] = frame["income"].cat.rename_categories(lambda label: label.rstrip("."))
+        fixed = [str(value).strip().rstrip(".") if name == "income" else str(value).strip()
+                 for value in frame[name].cat.categories]
+        frame[name] = frame[name].cat.rename_categories(pd.Index(fixed, dtype=object))
     return frame
 
 

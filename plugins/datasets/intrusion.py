@@ -3,8 +3,9 @@
 Two datasets share the features and the split: ``intrusion`` (target ``attack_category``, the five
 classes normal/dos/probe/r2l/u2r used by SDGym and DP-MERF) and ``intrusion23`` (target ``attack``,
 the 23 labels of the file). The file has no official test part, so the split is fixed here:
-stratified on the 23 labels, 100,000 test rows (SDGym's 394,021 / 100,000 sizes, which the DP-HFlow
-and DP-MERF tables follow), seed 0. The 10% file repeats many rows (145,586 distinct of 494,021), so
+stratified on the 23 labels, 100,000 test rows, seed 0 -- the 394,021 / 100,000 sizes of the
+SDGym/CTGAN benchmark version that the DP-HFlow spec (section 5.1) points to; stratifying keeps the
+rare attacks in both parts (DP-MERF's 70/30 re-split is that method's own choice). The 10% file repeats many rows (145,586 distinct of 494,021), so
 train and test share identical rows, as in every published use of it.
 """
 

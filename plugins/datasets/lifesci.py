@@ -99,7 +99,7 @@ def spec(fold: int = 1) -> DatasetSpec:
             "Maximization. AISTATS. Folds: Waites, C. & Cummings, R. (2021). Differentially Private Normalizing "
             "Flows for Privacy-Preserving Density Estimation. arXiv:2103.14068 (code: DPFlows/dp-flows, MIT)"
         ),
-        license="none stated by the data's authors (mijungi/dpem_code); redistribution terms unclear",
+        license="none stated; redistribution unclear (datasets/SOURCES.md)",
         checksum=combined_checksum(list(FILES.values())),
     )
     if fold != 1:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import tomllib
 import warnings
-from functools import partial
+from functools import cache, partial
 from pathlib import Path
 from typing import NoReturn
 
@@ -50,7 +50,17 @@ def _require(path: Path, what: str) -> Path:
 
 
 def schema(path: Path) -> Schema:
-    return Schema.from_toml(_require(path, "schema file"))
+    """The user's schema; warns on every call while it is an unreviewed draft (the runner asks once
+    per cell, so each cell's result records the warning)."""
+    table = Schema.from_toml(_require(path, "schema file"))
+    if not table.reviewed:
+        warnings.warn(
+            f"schema {path} was inferred from the data and is not reviewed: its bounds and categories come "
+            "from private rows and are not public. Replace them with public values and set reviewed = true.",
+            UnreviewedSchemaWarning,
+            stacklevel=2,
+        )
+    return table
 
 
 def _rows(path: Path) -> tuple[pd.DataFrame, str]:
@@ -66,14 +76,6 @@ def _rows(path: Path) -> tuple[pd.DataFrame, str]:
 def load(data: Path, options: dict) -> Split:
     schema_path = options.get("schema") or default_schema_path(data)
     table = schema(schema_path)
-    if not table.reviewed:
-        warnings.warn(
-            f"dataset csv:{data}: schema {schema_path} was inferred from the data and is not reviewed; its bounds "
-            "and categories come from private rows and are not public. Replace them with public values and set "
-            "reviewed = true.",
-            UnreviewedSchemaWarning,
-            stacklevel=2,
-        )
     frame, what = _rows(data)
     if "test" in options:
         test, test_what = _rows(options["test"])
@@ -107,13 +109,30 @@ def _provenance(schema_path: Path) -> dict[str, str]:
     return {key: str(raw[key]) for key in ("citation", "license") if key in raw}
 
 
-def spec(argument: str) -> DatasetSpec:
+def _parse(argument: str) -> tuple[Path, dict, Path]:
     path_text, _, rest = argument.partition(",")
     if not path_text:
         raise DatasetArgumentError(f"csv: no file given; {USAGE}")
     data = Path(path_text)
     options = parse_options(rest, OPTIONS, f"csv:{path_text}")
-    schema_path = options.get("schema") or default_schema_path(data)
+    return data, options, options.get("schema") or default_schema_path(data)
+
+
+def _state(path: Path) -> tuple[int, int] | None:
+    return (path.stat().st_mtime_ns, path.stat().st_size) if path.is_file() else None
+
+
+def spec(argument: str) -> DatasetSpec:
+    """The spec of ``csv:argument``: one object per argument and file state, so the runner's
+    per-process load cache holds each file once, and an edited file is a new dataset."""
+    data, options, schema_path = _parse(argument)
+    files = tuple(p for p in (data, options.get("test"), schema_path) if p is not None)
+    return _spec(argument, tuple(_state(p) for p in files))
+
+
+@cache
+def _spec(argument: str, state: tuple) -> DatasetSpec:
+    data, options, schema_path = _parse(argument)
     files = [p for p in (data, options.get("test"), schema_path) if p is not None]
     provenance = _provenance(schema_path)
     return DatasetSpec(
@@ -124,7 +143,7 @@ def spec(argument: str) -> DatasetSpec:
         citation=provenance.get("citation", f"user-provided file {data}"),
         license=provenance.get("license", "user-provided (not stated)"),
         # data and schema file contents: a changed file or schema is a different dataset
-        checksum=combined_checksum([sha256_of(p) for p in files]) if all(p.is_file() for p in files) else "unavailable",
+        checksum=combined_checksum([sha256_of(p) for p in files]) if None not in state else "unavailable",
         description=f"user dataset {data} with schema {schema_path}",
     )
 

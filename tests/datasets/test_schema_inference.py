@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import pandas as pd
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra.pandas import column, data_frames
 
 from harness import ColumnKind, Schema
 from harness.inference import draft_toml, infer_schema, read_table
@@ -69,3 +72,16 @@ def test_cli_schema_infer_writes_a_draft_and_never_overwrites(tmp_path, capsys):
     assert "exists" in capsys.readouterr().err
     assert main(["schema", "infer", str(tmp_path / "survey.csv")]) == 0
     assert capsys.readouterr().out.startswith("# DRAFT SCHEMA")
+
+
+
+@settings(max_examples=60, deadline=None)
+@given(data_frames([
+    column("i", elements=st.integers(-10**6, 10**6)),
+    column("x", elements=st.floats(-1e6, 1e6, allow_nan=False)),
+    column("word", elements=st.sampled_from(["a", "b", "c", "d"])),
+    column("maybe", elements=st.one_of(st.none(), st.sampled_from(["p", "q", "r"]))),
+]))
+def test_a_draft_accepts_the_rows_it_was_drawn_from(rows):
+    schema = infer_schema(rows, "drawn")
+    assert schema.violations(rows) == []

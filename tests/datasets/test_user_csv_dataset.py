@@ -47,9 +47,9 @@ categories = ["no", "yes"]
 
 def people(n: int = 20) -> pd.DataFrame:
     return pd.DataFrame({
-        "age": [20 + i for i in range(n)],
+        "age": [20 + i % 80 for i in range(n)],
         "colour": [("red", "green", "blue")[i % 3] for i in range(n)],
-        "height": [1.5 + i / 100 for i in range(n)],
+        "height": [1.5 + (i % 100) / 100 for i in range(n)],
         "smoker": [("no", "yes")[i % 2] for i in range(n)],
     })
 
@@ -161,3 +161,11 @@ def test_the_checksum_follows_the_data_and_the_schema(folder):
     before = user_csv.spec(str(folder / "people.csv")).checksum
     (folder / "people.schema.toml").write_text(SCHEMA.replace("max = 120", "max = 130"))
     assert user_csv.spec(str(folder / "people.csv")).checksum != before
+
+
+def test_the_same_name_gives_the_same_spec_until_a_file_changes(folder, registry):
+    name = f"csv:{folder / 'people.csv'}"
+    first = registry.dataset(name)
+    assert registry.dataset(name) is first  # the runner loads each dataset once per process
+    people(30).to_csv(folder / "people.csv", index=False)
+    assert registry.dataset(name).checksum != first.checksum
