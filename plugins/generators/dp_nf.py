@@ -54,9 +54,6 @@ class WithFixedReleases(Accountant):
     def epsilon(self, phases: Sequence[Phase], delta: float) -> float:
         return self.base.epsilon([*self.fixed, *phases], delta)
 
-    def bracket(self, phases, target_epsilon, delta):
-        return Accountant.bracket(self, phases, target_epsilon, delta)
-
     def describe(self) -> str:
         return f"{self.base.describe()}, composed with {sum(p.steps for p in self.fixed)} fixed Gaussian releases"
 
@@ -135,7 +132,7 @@ class DPNF:
                                      else self.accountant)
         joint = WithFixedReleases(accountant, fixed) if fixed else accountant
         sample_rate = self.batch_size / len(u)
-        steps = self._steps(joint, sample_rate, budget)
+        steps = self._steps(accountant, sample_rate, budget, fixed)
         with _single_thread(self.device_), torch.random.fork_rng(devices=[]):
             torch.manual_seed(seeds[1])
             self.flow_ = MAF(u.shape[1], self.blocks, self.hidden, self.actnorm, self.alpha_bound).to(self.device_)
@@ -173,20 +170,27 @@ class DPNF:
                    for e in entries]
         return entries, [Phase(1.0, z, releases)]
 
-    def _steps(self, accountant: Accountant, sample_rate: float, budget: Budget) -> int:
-        """T_max(ε) at the target σ*, capped at max_steps (spec A4); max_steps when non-private."""
+    def _steps(self, accountant: Accountant, sample_rate: float, budget: Budget, fixed: Sequence[Phase] = ()) -> int:
+        """T_max(ε) at the target σ* within 1 %, capped at max_steps (spec A4); max_steps when
+        non-private. RDP (cheap, never below the PRV ε) gives a start that is within budget."""
         if not budget.is_private:
             return self.max_steps
-        spend = lambda t: accountant.epsilon([Phase(sample_rate, self.noise_multiplier, t)], budget.delta)  # noqa: E731
-        if spend(self.max_steps) <= budget.epsilon:
+
+        def fits(acc: Accountant, t: int) -> bool:
+            return acc.epsilon([*fixed, Phase(sample_rate, self.noise_multiplier, t)], budget.delta) <= budget.epsilon
+
+        if fits(accountant, self.max_steps):
             return self.max_steps
-        lo, hi = 1, self.max_steps  # spend(lo) ≤ ε < spend(hi), unless even one step overspends
-        if spend(lo) > budget.epsilon:
-            return 1  # the engine raises σ above σ* for a single step
-        while hi - lo > max(1, lo // 200):  # within 0.5 % of T_max: saves accountant calls
+        rdp = RDPAccountant()
+        lo, hi = 0, self.max_steps  # fits(lo) (or lo = 0) and not fits(hi)
+        while hi - lo > 1:
             mid = (lo + hi) // 2
-            lo, hi = (mid, hi) if spend(mid) <= budget.epsilon else (lo, mid)
-        return lo
+            lo, hi = (mid, hi) if fits(rdp, mid) else (lo, mid)
+        hi = self.max_steps
+        while hi - lo > max(1, lo // 100):
+            mid = (lo + hi) // 2
+            lo, hi = (mid, hi) if fits(accountant, mid) else (lo, mid)
+        return max(lo, 1)  # at 0 even one step overspends at σ*: the engine raises σ for that step
 
     def _ledger(self, budget: Budget, sgd: Ledger, prior_entries: list[LedgerEntry], phase, fixed: list[Phase]) -> Ledger:
         if not budget.is_private:
