@@ -74,3 +74,24 @@ def test_generators_without_log_prob_get_no_density_values():
 
 def test_every_value_has_a_direction():
     assert set(SPEC.evaluate(context(TrueDensity())).values) <= set(SPEC.directions)
+
+
+def test_exponential_mechanism_ratio_is_bounded_by_e_to_the_epsilon():
+    from plugins.metrics.density import probability_in
+
+    k, eps = 10, 0.7
+    votes = np.arange(k + 1)
+    p_in = probability_in(votes, k, eps)
+    for answer in (p_in, 1 - p_in):  # one changed row flips at most one vote
+        ratios = answer[1:] / answer[:-1]
+        assert np.all(ratios <= math.exp(eps) + 1e-12) and np.all(1 / ratios <= math.exp(eps) + 1e-12)
+    assert probability_in(np.array([5]), 10, 3.0)[0] == pytest.approx(0.5)
+
+
+def test_dp_ad_accuracy_rises_from_a_coin_flip_towards_the_majority_vote():
+    from plugins.metrics.density import DP_AD_SPEC
+
+    result = DP_AD_SPEC.evaluate(context(None))
+    accuracies = [result.values[k] for k in DP_AD_SPEC.directions]
+    assert all(b >= a - 1e-12 for a, b in zip(accuracies, accuracies[1:]))
+    assert 0.5 <= accuracies[0] < accuracies[-1] <= result.detail["non_private_majority_accuracy"] + 1e-12
