@@ -3,7 +3,7 @@
 The harness imports no model code; generators, datasets and metrics are plugins.
 """
 
-from harness.hookspecs import hookimpl
+from harness.hookspecs import DPGYM_API_VERSION, hookimpl
 from harness.privacy import Budget, Guarantee, Ledger, LedgerEntry
 from harness.schema import Column, ColumnKind, Schema, SchemaError
 from harness.specs import (
@@ -20,7 +20,7 @@ from harness.specs import (
 __version__ = "0.1.0"
 
 __all__ = [
-    "Budget", "Column", "ColumnKind", "DatasetSpec", "Direction", "Generator", "GeneratorSpec",
+    "DPGYM_API_VERSION", "Budget", "Column", "ColumnKind", "DatasetSpec", "Direction", "Generator", "GeneratorSpec",
     "Guarantee", "Ledger", "LedgerEntry", "MetricContext", "MetricResult", "MetricSpec", "Schema",
     "SchemaError", "Split", "hookimpl",
 ]

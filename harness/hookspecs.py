@@ -15,6 +15,9 @@ if TYPE_CHECKING:
     from harness.specs import DatasetSpec, GeneratorSpec, MetricSpec
 
 PROJECT = "dpgym"
+# The version of this contract. A plugin module may declare the version it was written for as
+# `DPGYM_API_VERSION = N`; the registry refuses a mismatch with a message saying which to upgrade.
+DPGYM_API_VERSION = 1
 hookspec = pluggy.HookspecMarker(PROJECT)
 hookimpl = pluggy.HookimplMarker(PROJECT)
 

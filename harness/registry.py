@@ -64,6 +64,13 @@ class Registry:
 
     @staticmethod
     def _register(manager: pluggy.PluginManager, plugin: object, name: str, package: str) -> None:
+        wanted = getattr(plugin, "DPGYM_API_VERSION", hookspecs.DPGYM_API_VERSION)
+        if wanted != hookspecs.DPGYM_API_VERSION:
+            newer = "dpgym" if wanted > hookspecs.DPGYM_API_VERSION else package
+            raise PluginError(
+                f"plugin {name!r} from {package} was written for dpgym plugin API {wanted}, but this dpgym "
+                f"speaks API {hookspecs.DPGYM_API_VERSION}: upgrade {newer}"
+            )
         if manager.has_plugin(name):
             raise PluginError(f"two plugins are named {name!r} (the second from {package})")
         try:

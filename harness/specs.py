@@ -47,6 +47,7 @@ class GeneratorSpec:
     defaults: Mapping[str, Any] = field(default_factory=dict)
     supports: frozenset[ColumnKind] = frozenset(ColumnKind)
     description: str = ""
+    quick_params: Mapping[str, Any] = field(default_factory=dict)  # cheap settings for conformance checks
 
     def build(self, params: Mapping[str, Any]) -> Generator:
         unknown = sorted(set(params) - set(self.defaults))
@@ -68,6 +69,9 @@ class DatasetSpec:
     license: str = ""
     checksum: str = ""  # sha256 over the data files, part of every cell's key
     description: str = ""
+    # A cheap check for `dpgym list`: returns "" when the data can be loaded here, else one line
+    # saying how to provide it. None: the files are vendored with the plugin.
+    availability: Callable[[], str] | None = None
 
 
 class Direction(enum.StrEnum):

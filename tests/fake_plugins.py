@@ -25,11 +25,19 @@ class Crasher(Uniform):
 
 
 class UnknownCategory(Uniform):
+    """Emits a category its schema does not have, in the first categorical column."""
+
     def sample(self, n: int, seed: int) -> pd.DataFrame:
         frame = super().sample(n, seed)
-        frame["workclass"] = frame["workclass"].astype(str)
-        frame.loc[0, "workclass"] = "Astronaut"
+        column = next(c.name for c in self.schema_.columns if not c.is_numeric)
+        frame[column] = frame[column].astype(str)
+        frame.loc[0, column] = "Astronaut"
         return frame
+
+
+class SeedIgnorer(Uniform):
+    def sample(self, n: int, seed: int) -> pd.DataFrame:
+        return super().sample(n, 0)
 
 
 def _spec(name: str, factory: type, guarantee: Guarantee = Guarantee.FORMAL) -> GeneratorSpec:
@@ -40,4 +48,5 @@ class FaultyGenerators:
     @hookimpl
     def dpgym_generators(self) -> list[GeneratorSpec]:
         return [_spec("overspender", Overspender), _spec("crasher", Crasher),
-                _spec("unknown_category", UnknownCategory, Guarantee.PURE)]
+                _spec("unknown_category", UnknownCategory, Guarantee.PURE),
+                _spec("seed_ignorer", SeedIgnorer, Guarantee.PURE)]

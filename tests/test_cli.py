@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -9,8 +10,9 @@ import pytest
 
 
 def dpgym(*args: str, cwd=None) -> subprocess.CompletedProcess:
+    env = {**os.environ, "COLUMNS": "250"}  # rich tables wrap at 80 columns without a terminal
     return subprocess.run([sys.executable, "-m", "harness.cli", *args], capture_output=True, text=True, cwd=cwd,
-                          timeout=300)
+                          timeout=300, env=env)
 
 
 def test_list_shows_plugins_with_their_package():
@@ -45,7 +47,7 @@ def test_user_errors_are_one_line_without_traceback(args, message, tmp_path):
 
 def test_adhoc_run_with_override_completes_and_writes_a_leaderboard(tmp_path):
     out = dpgym("run", "--generators", "independent,uniform", "--datasets", "adult", "--epsilons", "0.5,inf",
-                "--seeds", "1", "--metrics", "", "--set", "independent.mechanism=\"laplace\"", "--out", str(tmp_path),
+                "--seeds", "1", "--metrics", "fidelity", "--set", "independent.mechanism=\"laplace\"", "--out", str(tmp_path),
                 "--no-progress")
     assert out.returncode == 0, out.stderr
     assert "4 cells: 4 ran ok" in out.stdout

@@ -82,3 +82,16 @@ def test_plugin_whose_import_fails_names_plugin_and_package(monkeypatch):
 def test_unknown_hyper_parameter_is_refused():
     with pytest.raises(ValueError, match=r"generator 'independent': unknown hyper-parameters \['bins'\]"):
         Registry.discover().generator("independent").build({"bins": 3})
+
+
+class FromTheFuture:
+    DPGYM_API_VERSION = 99
+
+    @hookimpl
+    def dpgym_generators(self):
+        return []
+
+
+def test_plugin_api_version_mismatch_says_what_to_upgrade():
+    with pytest.raises(PluginError, match=r"plugin 'future'.*written for dpgym plugin API 99.*speaks API 1: upgrade dpgym"):
+        Registry.discover(extra={"future": FromTheFuture()})

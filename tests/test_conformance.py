@@ -1,0 +1,49 @@
+"""The conformance suite: first-party generators pass it, and it catches the faults it is for."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from harness.testing import conformance_checks, iter_first_party_generators
+from tests.fake_plugins import FaultyGenerators
+
+FIRST_PARTY = [check for spec in iter_first_party_generators() for check in conformance_checks(spec)]
+FAULTY = {spec.name: spec for spec in FaultyGenerators().dpgym_generators()}
+
+
+@pytest.mark.parametrize("check", FIRST_PARTY, ids=str)
+def test_first_party_generators_conform(check):
+    check()
+
+
+def run_check(generator: str, name: str) -> None:
+    (check,) = [c for c in conformance_checks(FAULTY[generator]) if c.check.__name__ == f"check_{name}"]
+    check()
+
+
+def test_catches_a_generator_that_ignores_its_seed():
+    with pytest.raises(AssertionError, match="ignores its seed"):
+        run_check("seed_ignorer", "seed_changes_samples")
+
+
+def test_catches_an_unknown_category():
+    with pytest.raises(ValueError, match="unknown categories.*'Astronaut'"):
+        run_check("unknown_category", "samples_match_schema")
+
+
+def test_catches_overspending():
+    with pytest.raises(AssertionError, match="underclaimed"):
+        run_check("overspender", "ledger_within_budget")
+
+
+def test_pytest_plugin_option_runs_checks_on_an_installed_generator(tmp_path):
+    out = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--dpgym-conformance=uniform",
+         "--rootdir", str(tmp_path), str(tmp_path)],
+        capture_output=True, text=True, cwd=tmp_path, timeout=300,
+    )
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "8 passed, 1 skipped" in out.stdout
