@@ -226,6 +226,7 @@ SPEC = GeneratorSpec(
     guarantee=Guarantee.FORMAL,
     defaults={"components": 3, "iterations": 10, "accountant": "rdp", "scaling": "ball",
               "eigen_floor": 1e-3, "device": "auto"},
+    quick_params={"iterations": 2},
     description="DP-EM Gaussian mixture (Park et al. 2017): noisy M-step sufficient statistics, exact log_prob",
 )
 

@@ -131,7 +131,7 @@ class DPNF:
         accountant = make_accountant(_PRV.for_target(budget.epsilon) if self.accountant == "prv" and budget.is_private
                                      else self.accountant)
         joint = WithFixedReleases(accountant, fixed) if fixed else accountant
-        sample_rate = self.batch_size / len(u)
+        sample_rate = min(1.0, self.batch_size / len(u))  # tables smaller than a batch: every row, every step
         steps = self._steps(accountant, sample_rate, budget, fixed)
         with _single_thread(self.device_), torch.random.fork_rng(devices=[]):
             torch.manual_seed(seeds[1])
@@ -258,6 +258,7 @@ SPEC = GeneratorSpec(
         "scaling": "box", "prior": "normal", "prior_components": 5, "prior_iterations": 10,
         "prior_epsilon_share": 0.1, "engine": "fast", "device": "auto",
     },
+    quick_params={"blocks": 1, "hidden": 8, "max_steps": 5, "accountant": "rdp"},
     description="DP-NF: masked autoregressive flow trained with DP-SGD (Poisson, flat clipping), exact log_prob",
 )
 
