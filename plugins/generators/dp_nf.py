@@ -34,6 +34,7 @@ import torch
 
 from harness import Budget, GeneratorSpec, Guarantee, Ledger, LedgerEntry, Schema, hookimpl
 from harness.privacy.accountants import Accountant, GDPAccountant, Phase, RDPAccountant, make_accountant
+from harness.privacy.accountants import _RDP_CONVERSIONS
 from harness.privacy.accountants import PRVAccountant as _PRV
 from harness.privacy.dpsgd import DPSGD
 from plugins.generators import dp_mog
@@ -181,11 +182,13 @@ class DPNF:
 
         if fits(accountant, self.max_steps):
             return self.max_steps
-        rdp = RDPAccountant()
-        lo, hi = 0, self.max_steps  # fits(lo) (or lo = 0) and not fits(hi)
+        rdp = RDPAccountant()  # T steps have T times one step's RDP curve: one curve, many cheap conversions
+        one_step, base = rdp.curve([Phase(sample_rate, self.noise_multiplier, 1)]), rdp.curve(fixed)
+        convert = _RDP_CONVERSIONS[rdp.conversion]
+        lo, hi = 0, self.max_steps  # within budget at lo (or lo = 0), over it at hi
         while hi - lo > 1:
             mid = (lo + hi) // 2
-            lo, hi = (mid, hi) if fits(rdp, mid) else (lo, mid)
+            lo, hi = (mid, hi) if convert(rdp.orders, base + mid * one_step, budget.delta)[0] <= budget.epsilon else (lo, mid)
         hi = self.max_steps
         while hi - lo > max(1, lo // 100):
             mid = (lo + hi) // 2
