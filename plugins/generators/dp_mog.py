@@ -85,11 +85,11 @@ class Mixture:
         return self.means[component] + np.einsum("nij,nj->ni", chols[component], z)
 
 
-def initial_mixture(components: int, dim: int, rng: np.random.Generator) -> Mixture:
+def initial_mixture(components: int, dim: int, rng: np.random.Generator, variance: float = 1.0) -> Mixture:
     """Data-independent start of the baseline: Latin-hypercube means in [−0.5, 0.5]^D plus 0.01·N(0, 1),
-    identity covariances, uniform weights (spec §2.2)."""
+    covariances variance·I (the baseline's I by default), uniform weights (spec §2.2)."""
     means = qmc.LatinHypercube(d=dim, seed=rng).random(components) - 0.5 + 0.01 * rng.standard_normal((components, dim))
-    return Mixture(np.full(components, 1.0 / components), means, np.tile(np.eye(dim), (components, 1, 1)))
+    return Mixture(np.full(components, 1.0 / components), means, np.tile(variance * np.eye(dim), (components, 1, 1)))
 
 
 @dataclass
@@ -157,17 +157,17 @@ def calibrate_noise(epsilon: float, delta: float, releases: int, accountant: str
 
 class DPMoG:
     def __init__(self, components: int, iterations: int, accountant: str, scaling: str | float,
-                 eigen_floor: float, device: str):
+                 eigen_floor: float, initial_variance: float, device: str):
         if components < 1 or iterations < 1:
             raise ValueError(f"components and iterations must be ≥ 1, got {components}, {iterations}")
         if accountant not in ACCOUNTANTS:
             raise ValueError(f"accountant must be one of {ACCOUNTANTS}, got {accountant!r}")
-        if not eigen_floor > 0:
-            raise ValueError(f"eigen_floor must be positive, got {eigen_floor}")
+        if not (eigen_floor > 0 and initial_variance > 0):
+            raise ValueError(f"eigen_floor and initial_variance must be positive, got {eigen_floor}, {initial_variance}")
         if device not in ("auto", "cpu"):
             raise ValueError(f"dp_mog runs in numpy on the CPU; device must be 'auto' or 'cpu', got {device!r}")
         self.components, self.iterations, self.accountant = components, iterations, accountant
-        self.scaling, self.eigen_floor, self.device = scaling, eigen_floor, device
+        self.scaling, self.eigen_floor, self.initial_variance, self.device = scaling, eigen_floor, initial_variance, device
 
     def fit(self, train: pd.DataFrame, schema: Schema, budget: Budget, seed: int) -> Ledger:
         rng = np.random.default_rng(seed)
@@ -175,8 +175,9 @@ class DPMoG:
         u = project_to_unit_ball(self.space_.encode(train))
         releases = RELEASES_PER_ITERATION * self.iterations
         z = calibrate_noise(budget.epsilon, budget.delta, releases, self.accountant) if budget.is_private else 0.0
-        self.mixture_, self.noise_multiplier_ = fit_dp_em(u, self.components, self.iterations, z, rng, NIWPrior(),
-                                                          self.eigen_floor), z
+        self.mixture_ = fit_dp_em(u, self.components, self.iterations, z, rng, NIWPrior(), self.eigen_floor,
+                                  self.initial_variance)
+        self.noise_multiplier_ = z
         if not budget.is_private:
             return Ledger.non_private(Guarantee.FORMAL, f"MAP-EM, K={self.components}, J={self.iterations}, no noise (ε = ∞)")
         return self._ledger(budget, z, releases)
@@ -208,9 +209,9 @@ class DPMoG:
 
 
 def fit_dp_em(u: np.ndarray, components: int, iterations: int, noise_multiplier: float,
-              rng: np.random.Generator, prior: NIWPrior, eigen_floor: float) -> Mixture:
+              rng: np.random.Generator, prior: NIWPrior, eigen_floor: float, initial_variance: float = 1.0) -> Mixture:
     """J EM iterations on rows u (‖u‖₂ ≤ 1); noise_multiplier 0 is the non-private MAP-EM."""
-    mixture = initial_mixture(components, u.shape[1], rng)
+    mixture = initial_mixture(components, u.shape[1], rng, initial_variance)
     for _ in range(iterations):
         stats = SufficientStatistics.of(u, mixture.responsibilities(u))
         if noise_multiplier > 0:
@@ -225,7 +226,7 @@ SPEC = GeneratorSpec(
     factory=DPMoG,
     guarantee=Guarantee.FORMAL,
     defaults={"components": 3, "iterations": 10, "accountant": "rdp", "scaling": "ball",
-              "eigen_floor": 1e-3, "device": "auto"},
+              "eigen_floor": 1e-3, "initial_variance": 1.0, "device": "auto"},
     quick_params={"iterations": 2},
     description="DP-EM Gaussian mixture (Park et al. 2017): noisy M-step sufficient statistics, exact log_prob",
 )

@@ -155,7 +155,7 @@ class DPNF:
         self.prior_mixture_ = None
         if self.prior == "normal":
             return [], []
-        mog = dp_mog.DPMoG(self.prior_components, self.prior_iterations, "rdp", "ball", 1e-3, "cpu")
+        mog = dp_mog.DPMoG(self.prior_components, self.prior_iterations, "rdp", "ball", 1e-3, 1.0, "cpu")
         releases = dp_mog.RELEASES_PER_ITERATION * self.prior_iterations
         z = (dp_mog.calibrate_noise(self.prior_epsilon_share * budget.epsilon, budget.delta, releases, "rdp")
              if budget.is_private else 0.0)

@@ -35,8 +35,8 @@ class Flat:
         return np.zeros(len(rows))
 
 
-def context(generator, n_test=4000):
-    train, test = frame(20_000, 0), frame(n_test, 1)
+def context(generator, n_test=4000, n_train=20_000):
+    train, test = frame(n_train, 0), frame(n_test, 1)
     return MetricContext(train=train, test=test, synthetic=train, schema=SCHEMA, seed=0, generator=generator)
 
 
@@ -91,7 +91,7 @@ def test_exponential_mechanism_ratio_is_bounded_by_e_to_the_epsilon():
 def test_dp_ad_accuracy_rises_from_a_coin_flip_towards_the_majority_vote():
     from plugins.metrics.density import DP_AD_SPEC
 
-    result = DP_AD_SPEC.evaluate(context(None))
+    result = DP_AD_SPEC.evaluate(context(None, n_test=1000, n_train=3000))
     accuracies = [result.values[k] for k in DP_AD_SPEC.directions]
     assert all(b >= a - 1e-12 for a, b in zip(accuracies, accuracies[1:]))
     assert 0.5 <= accuracies[0] < accuracies[-1] <= result.detail["non_private_majority_accuracy"] + 1e-12
