@@ -63,15 +63,26 @@ class OuterProductGrad(LayerGrad):
     Squared row norms g_ij² (M a_i²)_j and L1 norms |g_ij| (M |a_i|)_j (DP-HFlow spec §3.4)."""
 
     def __init__(self, backprops: Tensor, activations: Tensor, weight: nn.Parameter,
-                 bias: nn.Parameter | None, mask: Tensor | None = None):
+                 bias: nn.Parameter | None, mask: Tensor | None = None,
+                 prefix: tuple[Tensor, Tensor] | None = None):
+        """prefix: (input order, support size per row) when every row of M selects a prefix of one
+        input ordering (MADE masks, `prefix_structure`); then (M a)_j is a cumulative sum, not a matmul."""
         self.g, self.a, self.weight, self.bias, self.mask = backprops, activations, weight, bias, mask
+        self.prefix = prefix
 
     @property
     def batch_size(self) -> int:
         return self.g.shape[0]
 
     def _row_norms(self, a_term: Tensor) -> Tensor:
-        return a_term.sum(dim=1, keepdim=True) if self.mask is None else a_term @ self.mask.T
+        """(M a_term)_j per example: the masked row sums of a non-negative input term."""
+        if self.mask is None:
+            return a_term.sum(dim=1, keepdim=True)
+        if self.prefix is None:
+            return a_term @ self.mask.T
+        order, counts = self.prefix
+        cumulative = torch.nn.functional.pad(a_term.index_select(1, order).cumsum(dim=1), (1, 0))
+        return cumulative.index_select(1, counts)
 
     def unit_sq_norms(self) -> Tensor:
         norms = self.g.square() * self._row_norms(self.a.square())
@@ -150,6 +161,15 @@ class MaterializedGrad(LayerGrad):
 
     def materialize(self) -> MaterializedGrad:
         return self
+
+
+def prefix_structure(mask: Tensor) -> tuple[Tensor, Tensor] | None:
+    """(order, counts) if every row of the 0/1 `mask` is 1 exactly on the first counts[j] inputs of
+    `order` (true of MADE masks: inputs of lower degree feed more units); else None."""
+    order = torch.argsort(mask.sum(dim=0), descending=True, stable=True)
+    counts = mask.sum(dim=1).long()
+    prefix = torch.arange(mask.shape[1], device=mask.device)[None, :] < counts[:, None]
+    return (order, counts) if torch.equal(mask[:, order].bool(), prefix) else None
 
 
 def _rows(p: Tensor) -> int:

@@ -34,7 +34,7 @@ from opacus.grad_sample import GradSampleModule
 from opacus.utils.uniform_sampler import UniformWithReplacementSampler
 from torch import Tensor, nn
 
-from harness.privacy.accountants import Accountant, GDPAccountant, Phase, PRVAccountant, calibrate, make_accountant
+from harness.privacy.accountants import Accountant, Phase, PRVAccountant, calibrate, make_accountant
 from harness.privacy.budget import Budget, Guarantee
 from harness.privacy.clipping import (
     ClippingStrategy,
@@ -69,6 +69,7 @@ class _Tap(torch.autograd.Function):
 class _HookEngine:
     """Per-example clipping inside the backward pass (see module docstring)."""
 
+    networks: list[nn.Module]
     layers: list[tuple[nn.Module, float]]
     strategy: ClippingStrategy
     generator: torch.Generator | None
@@ -141,13 +142,13 @@ class _HookEngine:
         if self._deferred:
             grads, thresholds = zip(*self._deferred)
             self._accumulate(self.strategy.clip(list(grads), list(thresholds), self.generator))
+        summed, self._summed = self._summed, {}
+        self._calls, self._arrived, self._deferred = {}, {}, []
         leaked = [p for m, _ in self.layers for p in m.parameters(recurse=False) if p.requires_grad and p.grad is not None]
         if leaked:
             raise PrivacyViolation(
                 f"{len(leaked)} parameter(s) got a gradient outside their layer's forward pass (e.g. a "
                 "log-det term computed from the parameters): it would skip per-example clipping")
-        summed, self._summed = self._summed, {}
-        self._calls, self._arrived, self._deferred = {}, {}, []
         return summed
 
 
@@ -210,6 +211,10 @@ class PrivatePhase:
         if not 0 < self.sample_rate <= 1:
             raise ValueError(f"sample rate must lie in (0, 1], got {self.sample_rate}")
         self.networks = _named(networks)
+        mixing = [type(m).__name__ for n in self.networks.values() for m in n.modules()
+                  if isinstance(m, nn.modules.batchnorm._BatchNorm)]
+        if mixing:  # batch statistics mix examples: no per-example gradient, and running stats leak
+            raise NotImplementedError(f"{sorted(set(mixing))} mix examples within a batch; use LayerNorm/GroupNorm")
         self.optimizers = list(optimizers) if isinstance(optimizers, Sequence) else [optimizers]
         self.clip_norm, self.noise_weight, self.engine_name = float(clip_norm), float(noise_weight), engine
         self.strategy = make_clipping(clipping)
@@ -219,8 +224,7 @@ class PrivatePhase:
         self._noise_seed = seeds[1]
         self._noise: dict[torch.device, torch.Generator] = {}
         clip_generator = torch.Generator().manual_seed(seeds[2])
-        self.engine = (_HookEngine(self.layers, self.strategy, clip_generator) if engine == "fast"
-                       else _OpacusEngine(list(self.networks.values()), self.layers, self.strategy, clip_generator))
+        self.engine = ENGINES[engine](list(self.networks.values()), self.layers, self.strategy, clip_generator)
         self.noise_multiplier: float | None = None
         self.steps_taken = 0
         self._attached = False
@@ -347,8 +351,7 @@ class DPSGD:
         claim (`Ledger.claim`, composition = the accountant's name)."""
         self.calibrate()
         delta = self.budget.delta
-        certified = not isinstance(self.accountant, GDPAccountant)  # GDP's CLT is an approximation
-        ledger = Ledger(Guarantee.FORMAL if certified else Guarantee.NOMINAL)
+        ledger = Ledger(Guarantee.FORMAL if self.accountant.certified else Guarantee.NOMINAL)
         for phase in self.phases:
             ledger.record(LedgerEntry(
                 mechanism="subsampled_gaussian",

@@ -16,7 +16,7 @@ from opacus.grad_sample import register_grad_sampler
 from torch import Tensor, nn
 from torch.nn import functional as F
 
-from harness.privacy.clipping import OuterProductGrad, opacus_rule, register_fast_rule
+from harness.privacy.clipping import OuterProductGrad, opacus_rule, prefix_structure, register_fast_rule
 
 
 class MaskedLinear(nn.Linear):
@@ -27,9 +27,17 @@ class MaskedLinear(nn.Linear):
         if mask.shape != (out_features, in_features):
             raise ValueError(f"mask must be {(out_features, in_features)}, got {tuple(mask.shape)}")
         self.register_buffer("mask", mask.to(self.weight.dtype))
+        self._prefix_cache: tuple[int, tuple[Tensor, Tensor] | None] | None = None
 
     def forward(self, x: Tensor) -> Tensor:
         return F.linear(x, self.weight * self.mask, self.bias)
+
+    def prefix(self) -> tuple[Tensor, Tensor] | None:
+        """The mask's prefix structure (`prefix_structure`), recomputed whenever the mask changes."""
+        version = (self.mask._version, self.mask.data_ptr())
+        if self._prefix_cache is None or self._prefix_cache[0] != version:
+            self._prefix_cache = (version, prefix_structure(self.mask))
+        return self._prefix_cache[1]
 
 
 @register_grad_sampler(MaskedLinear)
@@ -48,7 +56,7 @@ def masked_linear_grad_sample(layer: MaskedLinear, activations: list[Tensor], ba
 def masked_linear_rule(layer: MaskedLinear, activations: Tensor, backprops: Tensor):
     if activations.dim() != 2:
         return opacus_rule(layer, activations, backprops)
-    return OuterProductGrad(backprops, activations, layer.weight, layer.bias, mask=layer.mask)
+    return OuterProductGrad(backprops, activations, layer.weight, layer.bias, mask=layer.mask, prefix=layer.prefix())
 
 
 def made_masks(features: int, hidden: Sequence[int], outputs_per_feature: int = 1) -> list[Tensor]:

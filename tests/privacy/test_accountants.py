@@ -49,7 +49,7 @@ def test_joint_composition_beats_summing_phase_epsilons_by_about_30_percent(ae, 
     assert 0.66 <= joint / summed <= 0.72
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=15, deadline=None)
 @given(q1=st.floats(1e-4, 0.05), q2=st.floats(1e-4, 0.05), s1=st.floats(0.7, 10), s2=st.floats(0.7, 10),
        t1=st.integers(1, 20000), t2=st.integers(1, 20000))
 def test_lemma_4_joint_rdp_is_below_sum_of_half_delta_phases(q1, q2, s1, s2, t1, t2):
@@ -104,7 +104,7 @@ def test_gdp_composes_phases_by_adding_mu_squared():
 
 
 @pytest.mark.parametrize("name", ["rdp", "gdp", "prv"])
-@pytest.mark.parametrize("target", [0.5, 1.0, 4.0])
+@pytest.mark.parametrize("target", [0.5, 4.0])
 def test_calibration_returns_epsilon_at_most_target_and_within_tolerance(name, target):
     accountant = make_accountant(name)
     sigma = calibrate_noise_multiplier(accountant, target, 1e-5, 256 / 32561, 3000)
@@ -119,8 +119,10 @@ def test_multi_phase_calibration_keeps_the_noise_ratio_and_meets_the_target():
 
 
 def test_free_phases_cost_nothing():
+    free = [Phase(0.0, 1.0, 100), Phase(0.1, 1.0, 0)]
     for name in ["rdp", "gdp", "prv"]:
-        assert make_accountant(name).epsilon([Phase(0.0, 1.0, 100), Phase(0.1, 1.0, 0)], 1e-5) == 0.0
+        assert make_accountant(name).epsilon(free, 1e-5) == 0.0
+        assert calibrate(make_accountant(name), 1.0, 1e-5, free) == free
 
 
 def test_unreachable_target_is_refused():

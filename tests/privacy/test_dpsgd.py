@@ -65,8 +65,7 @@ def _reference_clip(model, x, y, thresholds, mode):
 
 
 def _engine_sum(engine_cls, model, x, y, strategy, thresholds):
-    engine = (_HookEngine(thresholds, strategy, torch.Generator().manual_seed(0)) if engine_cls is _HookEngine
-              else _OpacusEngine([model], thresholds, strategy, torch.Generator().manual_seed(0)))
+    engine = engine_cls([model], thresholds, strategy, torch.Generator().manual_seed(0))
     engine.attach()
     _per_example_loss(model, x, y).sum().backward()
     summed = engine.collect()
@@ -109,7 +108,7 @@ def test_a_layer_used_twice_is_clipped_on_its_summed_per_example_gradient():
     thresholds = split_clip_norm([model], 0.05)
     results = []
     for cls in [_HookEngine, _OpacusEngine]:
-        engine = cls(thresholds, PerLayer(), None) if cls is _HookEngine else cls([model], thresholds, PerLayer(), None)
+        engine = cls([model], thresholds, PerLayer(), None)
         engine.attach()
         loss(model, x, y).sum().backward()
         results.append(engine.collect())
@@ -234,3 +233,15 @@ def test_two_phases_are_calibrated_jointly_and_claimed_composed():
     assert ledger.composition == "rdp" and 0.99 <= ledger.epsilon <= 1.0
     assert ledger.epsilon < sum(e.epsilon for e in ledger.entries)
     assert reaccount(ledger, Budget(1.0, 1e-5)).verdict == "ok"
+
+
+def test_batch_norm_is_refused():
+    model = nn.Sequential(nn.Linear(6, 4), nn.BatchNorm1d(4))
+    with pytest.raises(NotImplementedError, match="BatchNorm1d"):
+        DPSGD(Budget(1.0, 1e-5)).add_phase("bn", model, torch.optim.SGD(model.parameters(), lr=0.1),
+                                           n_rows=64, batch_size=8, steps=1)
+
+
+def test_gdp_ledgers_are_marked_nominal():
+    _, dp = _train(seed=0, steps=3, accountant="gdp")
+    assert dp.ledger().guarantee == "nominal" and dp.ledger().composition == "gdp"

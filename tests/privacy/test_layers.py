@@ -5,7 +5,7 @@ import torch
 from torch import nn
 from torch.func import functional_call, grad, vmap
 
-from harness.privacy.clipping import layer_rule
+from harness.privacy.clipping import OuterProductGrad, layer_rule, prefix_structure
 from opacus.grad_sample import GradSampleModule
 from plugins.nn.layers import LowRankLinear, LULinear, MaskedLinear, made_masks
 
@@ -94,3 +94,29 @@ def test_flow_layer_inverse_and_log_det_match_the_dense_matrix(name):
     dense = torch.autograd.functional.jacobian(lambda v: layer(v[None])[0], torch.zeros(6))
     torch.testing.assert_close(layer.log_abs_det(), torch.linalg.slogdet(dense).logabsdet)
     torch.testing.assert_close(layer.inverse(layer(x)), x)
+
+
+def test_made_masks_have_prefix_structure_and_random_masks_do_not():
+    for mask in made_masks(7, [16, 9], outputs_per_feature=3):
+        assert prefix_structure(mask) is not None
+    assert prefix_structure(torch.tensor([[1.0, 0.0], [0.0, 1.0]])) is None
+
+
+def test_masked_norms_by_cumulative_sum_equal_the_matmul():
+    masks = made_masks(6, [10])
+    layer = _randomised(MaskedLinear(10, 6, masks[1]), 7)
+    x = torch.randn(5, 10)
+    out = layer(x)
+    backprops = torch.autograd.grad(_loss(out).sum(), out)[0]
+    fast = layer_rule(layer)(layer, x, backprops)
+    assert fast.prefix is not None
+    slow = OuterProductGrad(backprops, x, layer.weight, layer.bias, mask=layer.mask)
+    torch.testing.assert_close(fast.unit_sq_norms(), slow.unit_sq_norms())
+    torch.testing.assert_close(fast.unit_l1_norms(), slow.unit_l1_norms())
+
+
+def test_changing_the_mask_in_place_refreshes_its_prefix_structure():
+    layer = MaskedLinear(3, 3, torch.tril(torch.ones(3, 3)))
+    assert layer.prefix() is not None
+    layer.mask.copy_(torch.eye(3))
+    assert layer.prefix() is None
