@@ -10,6 +10,7 @@ setup:
 benchmark: setup
 	.venv/bin/dpgym run --suite $(SUITE) --out $(OUT)
 	@echo "leaderboard: $(OUT)/leaderboard.md"
+	@echo "report:      $(OUT)/report.html"
 
 test: setup
 	.venv/bin/python -m pytest -q

@@ -1,7 +1,8 @@
-"""The `dpgym` command: list plugins, run a grid, build its leaderboard.
+"""The `dpgym` command: list plugins, run a grid, build its leaderboard and report.
 
 Exit codes: 0 the command completed (a run with failed cells still completes: they are reported);
 2 a user error (unknown plugin, bad suite or schema); 1 an infrastructure error.
+`dpgym check`: 0 no regression, 1 a regression, 2 a usage or infrastructure error.
 """
 
 from __future__ import annotations
@@ -13,10 +14,12 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from harness.check import compare, load_baseline, summarise, write_baseline
 from harness.datafiles import DatasetUnavailable
 from harness.inference import draft_toml, infer_schema, read_table
 from harness.leaderboard import write_leaderboard
 from harness.registry import PluginError, Registry
+from harness.report import write_report
 from harness.runner import expand, run_suite
 from harness.schema import SchemaError
 from harness.specs import Direction, SpecError
@@ -60,6 +63,16 @@ def build_parser() -> argparse.ArgumentParser:
 
     board = sub.add_parser("leaderboard", help="aggregate a run directory into leaderboard.csv / .md")
     board.add_argument("run_dir", type=Path)
+
+    check = sub.add_parser("check", help="compare a run with a committed baseline (CI regression gate)")
+    check.add_argument("run_dir", type=Path)
+    check.add_argument("--baseline", type=Path, required=True, help="e.g. leaderboard/baselines/golden.json")
+    check.add_argument("--alpha", type=float, default=0.05, help="one-sided test level for metric regressions")
+    check.add_argument("--update", action="store_true", help="rewrite the baseline from this run")
+
+    report = sub.add_parser("report", help="write the run's self-contained HTML report (DIR/report.html)")
+    report.add_argument("run_dir", type=Path)
+    report.add_argument("--out", type=Path, help="where to write the report (default: RUN_DIR/report.html)")
 
     schema = sub.add_parser("schema", help="work with dataset schemas")
     schema_sub = schema.add_subparsers(dest="schema_command", required=True)
@@ -157,6 +170,30 @@ def cmd_run(args: argparse.Namespace, registry: Registry, console: Console) -> N
     _, markdown = write_leaderboard(args.out, metric_directions(registry), suite_keys(args.out, registry))
     console.print(markdown, highlight=False, markup=False, soft_wrap=True)
     console.print(f"leaderboard: {args.out / 'leaderboard.csv'} and {args.out / 'leaderboard.md'}")
+    console.print(f"report: {write_report(args.out, registry, keys=suite_keys(args.out, registry))}")
+
+
+def cmd_check(args: argparse.Namespace, registry: Registry, console: Console) -> int:
+    """0: no regression; 1: a metric or privacy regression (listed); errors raise (exit 2)."""
+    keys = suite_keys(args.run_dir, registry)
+    if args.update:
+        suite = RunStore(args.run_dir).manifest()["suite"]["name"]
+        write_baseline(args.run_dir, args.baseline, suite, keys)
+        console.print(f"baseline {args.baseline} rewritten from {args.run_dir}: review the diff before committing")
+        return 0
+    if not args.baseline.exists():
+        raise SuiteError(f"no baseline file {args.baseline} (create it with --update)")
+    findings = compare(load_baseline(args.baseline), summarise(args.run_dir, keys), metric_directions(registry),
+                       args.alpha)
+    for f in sorted(findings, key=lambda f: (not f.fails, f.kind, f.group)):
+        change = f": {f.baseline} → {f.now}" if f.baseline or f.now else ""
+        tolerance = f" (tolerance {f.tolerance})" if f.tolerance else ""
+        console.print(f"{f.kind.upper():11} {f.group[0]} × {f.group[1]} × ε={f.group[2]}  {f.what}{change}{tolerance}",
+                      markup=False, soft_wrap=True)
+    failed = [f for f in findings if f.fails]
+    console.print(f"{len(failed)} regressions ({sum(f.kind == 'privacy' for f in failed)} privacy), "
+                  f"{sum(f.kind == 'improvement' for f in findings)} improvements")
+    return 1 if failed else 0
 
 
 def cmd_schema_infer(args: argparse.Namespace, console: Console) -> None:
@@ -187,14 +224,19 @@ def main(argv: list[str] | None = None) -> int:
             _, markdown = write_leaderboard(args.run_dir, metric_directions(registry), keys)
             console.print(markdown, markup=False, soft_wrap=True)
             console.print(f"leaderboard: {args.run_dir / 'leaderboard.csv'} and {args.run_dir / 'leaderboard.md'}")
+        elif args.command == "report":
+            keys = suite_keys(args.run_dir, registry)
+            console.print(f"report: {write_report(args.run_dir, registry, args.out, keys)}")
         elif args.command == "schema":
             cmd_schema_infer(args, console)
+        elif args.command == "check":
+            return cmd_check(args, registry, console)
     except USER_ERRORS as error:
         err.print(f"dpgym: error: {error}", markup=False, soft_wrap=True)
         return 2
     except (StoreError, OSError, ValueError) as error:
         err.print(f"dpgym: error: {error}", markup=False, soft_wrap=True)
-        return 1
+        return 2 if args.command == "check" else 1
     return 0
 
 

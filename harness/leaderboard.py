@@ -1,121 +1,415 @@
-"""Aggregate a run's cells into a leaderboard: per (generator, dataset, ε) over seeds.
+"""Aggregate a run's cells into a leaderboard whose orderings are backed by statistics.
 
-Columns: generator, dataset, epsilon, delta, n_seeds, failures, fit_seconds_mean, then for every
-metric value ``<metric>_mean, <metric>_std, <metric>_ci_low, <metric>_ci_high`` (95% Student-t
-interval over seeds), then guarantee, privacy and cost columns, then ``<metric>_rank`` (1 = best
-within the dataset and ε, by the metric's declared direction; failed cells are not ranked).
+One row per (generator, dataset, ε). Columns, in order (the contract of issue 2, extended):
+
+    generator, dataset, epsilon, delta, n_seeds, failures, fit_seconds_mean,
+    <m>_mean, <m>_std, <m>_ci_low, <m>_ci_high          for every metric value m,
+    unavailable, guarantee, audit_verdict, claimed_epsilon_max, reaccounted_epsilon_max,
+    sample_seconds_mean, peak_rss_mb_max, error,
+    <m>_rank                                              for every metric value m
+
+Statistics (see the README's leaderboard section for the reasoning):
+
+- ``<m>_ci_low/high`` is a 95% percentile bootstrap interval of the mean over seeds
+  (``scipy.stats.bootstrap``, 2,000 resamples, a generator seeded from the row and metric names,
+  so the numbers are identical on every machine and independent of row order). One seed: no CI.
+- Failed or timed-out cells are *charged, not dropped* (SDGym's rule): each metric takes the
+  uniform baseline's value for the same dataset and ε (same seed when it ran), and the fit time
+  is the run's time limit (``time_limit_seconds`` in run.json's suite) or, without one, the time
+  the cell ran before failing. ``n_seeds`` counts the seeds that finished, ``failures`` the charged
+  ones; means, intervals and ranks are over both.
+- ``<m>_rank`` = 1 + the number of generators (same dataset and ε) whose CI lies entirely on the
+  better side of this one's: generators whose intervals overlap share a rank.
+- The overall ranking treats every (dataset, ε, metric value) as a block, ranks the generators
+  within it, and runs a Friedman test (scipy) with a Nemenyi post-hoc comparison
+  (scikit-posthocs); its rank groups and critical difference feed the report's CD diagram.
 """
 
 from __future__ import annotations
 
+import json
 import math
+import zlib
+from dataclasses import dataclass, field
+from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
+import scikit_posthocs
 from scipy import stats
 
 from harness.specs import Direction
 from harness.store import RunStore
 
 GROUP = ["generator", "dataset", "epsilon", "delta"]
+CONFIDENCE = 0.95
+ALPHA = 0.05
+BOOTSTRAP_RESAMPLES = 2000
+BOOTSTRAP_SEED = 10  # the issue number; any fixed value makes the intervals reproducible
+BASELINE = "uniform"  # SDGym's reference for charging failures: reads no rows, costs ε = 0
+NOT_FAILURES = ("ok", "unavailable")  # unavailable = the dataset was missing: nobody's fault, not charged
+COST_COLUMNS = ("fit_seconds_mean", "sample_seconds_mean", "peak_rss_mb_max")
+
+
+def is_failure(status: str) -> bool:
+    return status not in NOT_FAILURES
+
+
+def metric_names(frame: pd.DataFrame) -> list[str]:
+    """Metric values present in a board (from its ``<m>_ci_low`` columns), in column order."""
+    return [c.removesuffix("_ci_low") for c in frame.columns if c.endswith("_ci_low")]
+
+
+def _error_summary(result: dict[str, Any]) -> str:
+    err = result.get("error") or {}
+    return f"{err.get('stage', '?')}: {err.get('type', '?')}: {err.get('message', '')}" if err else ""
 
 
 def cell_rows(results: list[dict[str, Any]]) -> pd.DataFrame:
-    """One row per cell: identity, status, costs, privacy and every metric value."""
+    """One row per cell: identity, status, error, costs, privacy and every metric value."""
     rows = []
     for r in results:
-        cell = r["cell"]
-        privacy = r.get("privacy", {})
+        cell, privacy, timings = r["cell"], r.get("privacy", {}), r.get("timings", {})
         rows.append({
             "generator": cell["generator"],
+            "plugin": r["generator"]["name"],
             "dataset": cell["dataset"],
             "epsilon": float(cell["epsilon"]),
             "delta": float(cell["delta"]),
             "seed": cell["seed"],
+            "key": cell.get("key", ""),
             "status": r["status"],
+            "error": _error_summary(r) if r["status"] != "ok" else "",
             "guarantee": r["generator"]["guarantee"],
+            "audit_verdict": (r.get("audit") or {}).get("verdict", ""),
             "claimed_epsilon": float(privacy.get("claimed_epsilon", math.nan)),
             "reaccounted_epsilon": float(privacy.get("reaccounted", {}).get("epsilon", math.nan)),
-            "fit_seconds": r["timings"].get("fit_seconds", math.nan),
-            "sample_seconds": r["timings"].get("sample_seconds", math.nan),
+            "fit_seconds": timings.get("fit_seconds", math.nan),
+            "sample_seconds": timings.get("sample_seconds", math.nan),
+            "total_seconds": timings.get("total_seconds", math.nan),
             "peak_rss_mb": r.get("peak_rss_mb", math.nan),
             **({f"metric:{k}": v for k, v in r.get("metrics", {}).items()} if r["status"] == "ok" else {}),
         })
-    return pd.DataFrame(rows)
+    cells = pd.DataFrame(rows)
+    metric_cols = sorted(c for c in cells.columns if c.startswith("metric:"))
+    return cells[[c for c in cells.columns if not c.startswith("metric:")] + metric_cols]
 
 
-def _interval(values: pd.Series) -> tuple[float, float, float, float]:
+def _baseline_value(cells: pd.DataFrame, failed: pd.Series, column: str, lower_is_better: bool) -> tuple[float, str]:
+    """The value a failed cell is charged for one metric, and where it came from."""
+    ok = cells[cells.status == "ok"]
+    base = ok[(ok.plugin == BASELINE) & (ok.dataset == failed.dataset)][["epsilon", "seed", column]].dropna()
+    for subset in (base[(base.epsilon == failed.epsilon) & (base.seed == failed.seed)],
+                   base[base.epsilon == failed.epsilon],
+                   base):  # uniform reads no rows, so its score does not depend on ε
+        if len(subset):
+            return float(subset[column].mean()), BASELINE
+    # No uniform baseline in this run: charge the worst value any generator reached here.
+    peers = ok[(ok.dataset == failed.dataset) & (ok.epsilon == failed.epsilon)][column].dropna()
+    if len(peers):
+        return float(peers.max() if lower_is_better else peers.min()), "worst"
+    return math.nan, "none"
+
+
+def charge_failures(cells: pd.DataFrame, directions: dict[str, Direction],
+                    time_limit: float | None = None) -> pd.DataFrame:
+    """Fill failed cells with the uniform baseline's scores and the time limit (SDGym's rule).
+
+    Dropping failures would reward a generator for crashing on the hard cells; charging them the
+    score of a generator that learns nothing keeps the comparison honest.
+    """
+    cells = cells.copy()
+    cells["charged"] = cells.status.map(is_failure).astype(bool)
+    cells["charged_with"] = ""
+    metric_cols = [c for c in cells.columns if c.startswith("metric:")]
+    for idx in cells.index[cells.charged]:
+        failed = cells.loc[idx]
+        sources = set()
+        for col in metric_cols:
+            lower = directions.get(col.removeprefix("metric:"), Direction.HIGHER) is Direction.LOWER
+            cells.at[idx, col], source = _baseline_value(cells, failed, col, lower)
+            sources.add(source)
+        cells.at[idx, "charged_with"] = ",".join(sorted(sources))
+        cells.at[idx, "fit_seconds"] = time_limit if time_limit is not None else failed.total_seconds
+    return cells
+
+
+def bootstrap_ci(values: np.ndarray, seed_key: str) -> tuple[float, float]:
+    """95% percentile bootstrap interval of the mean; NaN with fewer than two values.
+
+    Percentile rather than BCa: with the handful of seeds a benchmark affords, BCa's acceleration
+    estimate is degenerate. The resampling stream is keyed by ``seed_key`` so each row's interval
+    is reproducible on its own.
+    """
+    if len(values) < 2:
+        return math.nan, math.nan
+    if np.all(values == values[0]):
+        return float(values[0]), float(values[0])
+    rng = np.random.default_rng([BOOTSTRAP_SEED, zlib.crc32(seed_key.encode())])
+    result = stats.bootstrap((values,), np.mean, confidence_level=CONFIDENCE, n_resamples=BOOTSTRAP_RESAMPLES,
+                             method="percentile", rng=rng)
+    return float(result.confidence_interval.low), float(result.confidence_interval.high)
+
+
+def _summary(values: pd.Series, seed_key: str) -> tuple[float, float, float, float]:
     v = values.dropna().to_numpy(dtype=float)
     if len(v) == 0:
         return (math.nan,) * 4
-    mean = float(v.mean())
-    if len(v) == 1:
-        return mean, math.nan, math.nan, math.nan
-    std = float(v.std(ddof=1))
-    half = float(stats.t.ppf(0.975, len(v) - 1) * std / math.sqrt(len(v)))
-    return mean, std, mean - half, mean + half
+    low, high = bootstrap_ci(v, seed_key)
+    return float(v.mean()), float(v.std(ddof=1)) if len(v) > 1 else math.nan, low, high
 
 
 def aggregate(cells: pd.DataFrame, directions: dict[str, Direction]) -> pd.DataFrame:
-    metrics = sorted(c.removeprefix("metric:") for c in cells.columns if c.startswith("metric:"))
+    """Seeds → one row per (generator, dataset, ε); expects failures already charged."""
+    metrics = [c.removeprefix("metric:") for c in cells.columns if c.startswith("metric:")]
     rows = []
     for key, group in cells.groupby(GROUP, sort=True):
+        scored = group[(group.status == "ok") | group.charged]
         ok = group[group.status == "ok"]
         row: dict[str, Any] = dict(zip(GROUP, key))
-        row.update(n_seeds=len(ok), failures=int((group.status == "failed").sum()),
-                   fit_seconds_mean=ok.fit_seconds.mean())
+        row.update(n_seeds=len(ok), failures=int(group.charged.sum()), fit_seconds_mean=scored.fit_seconds.mean())
         for m in metrics:
-            mean, std, low, high = _interval(ok[f"metric:{m}"]) if len(ok) else (math.nan,) * 4
+            where = f"{row['generator']}|{row['dataset']}|{row['epsilon']!r}|{row['delta']!r}|{m}"
+            mean, std, low, high = _summary(scored[f"metric:{m}"], where)
             row.update({f"{m}_mean": mean, f"{m}_std": std, f"{m}_ci_low": low, f"{m}_ci_high": high})
         row.update(
             unavailable=int((group.status == "unavailable").sum()),
             guarantee=group.guarantee.iloc[0],
+            audit_verdict=next((v for v in group.audit_verdict if v), ""),
             claimed_epsilon_max=ok.claimed_epsilon.max(),
             reaccounted_epsilon_max=ok.reaccounted_epsilon.max(),
             sample_seconds_mean=ok.sample_seconds.mean(),
             peak_rss_mb_max=ok.peak_rss_mb.max(),
+            error=next((e for e in group[group.charged].error if e), ""),
         )
         rows.append(row)
     board = pd.DataFrame(rows)
     for m in metrics:
         higher = directions.get(m, Direction.HIGHER) is Direction.HIGHER
-        board[f"{m}_rank"] = board.groupby(["dataset", "epsilon"])[f"{m}_mean"].rank(
-            ascending=not higher, method="min")
+        board[f"{m}_rank"] = math.nan
+        for _, part in board.groupby(["dataset", "epsilon"]):
+            board.loc[part.index, f"{m}_rank"] = ci_rank(part, m, higher)
     return board
 
 
-def to_markdown(board: pd.DataFrame, directions: dict[str, Direction]) -> str:
-    metrics = [c.removesuffix("_mean") for c in board.columns if c.endswith("_mean")
-               and c not in ("fit_seconds_mean", "sample_seconds_mean")]
-    lines = []
-    for (dataset, epsilon), part in board.groupby(["dataset", "epsilon"], sort=True):
-        lines.append(f"### {dataset}, ε = {epsilon:g}\n")
-        header = ["generator", "guarantee", "seeds", "failed", "fit s"] + [
-            f"{m} {'↑' if directions.get(m, Direction.HIGHER) is Direction.HIGHER else '↓'}" for m in metrics]
-        lines.append("| " + " | ".join(header) + " |")
-        lines.append("|" + "---|" * len(header))
-        for _, row in part.iterrows():
-            cells = [row.generator, row.guarantee, str(row.n_seeds), str(row.failures), f"{row.fit_seconds_mean:.1f}"]
-            for m in metrics:
-                mean, std = row[f"{m}_mean"], row[f"{m}_std"]
-                cells.append("—" if np.isnan(mean) else f"{mean:.3f}" + ("" if np.isnan(std) else f" ± {std:.3f}"))
-            lines.append("| " + " | ".join(cells) + " |")
-        lines.append("")
-    return "\n".join(lines)
+def ci_rank(part: pd.DataFrame, metric: str, higher: bool) -> pd.Series:
+    """1 + the number of rows whose CI is entirely better than this row's (overlap = tie)."""
+    mean, low, high = (part[f"{metric}_{s}"].to_numpy(dtype=float) for s in ("mean", "ci_low", "ci_high"))
+    # NaN bounds (one seed) compare False: without an interval nothing is shown to be better.
+    better = low[None, :] > high[:, None] if higher else high[None, :] < low[:, None]
+    ranks = 1.0 + better.sum(axis=1)
+    return pd.Series(np.where(np.isnan(mean), np.nan, ranks), index=part.index)
 
 
-def write_leaderboard(run_dir: Path, directions: dict[str, Direction],
-                      keys: set[str] | None = None) -> tuple[pd.DataFrame, str]:
-    """Aggregate the cells of `run_dir` (only `keys`, when given: cells of an earlier suite run
-    into the same folder are not mixed in) and write leaderboard.csv / .md."""
+@dataclass
+class Ranking:
+    """The overall ranking across blocks and the test behind it (all JSON-ready)."""
+
+    blocks: int
+    generators: list[dict[str, Any]]  # generator, mean_rank, rank (1 + significantly better ones)
+    statement: str
+    friedman: dict[str, float] | None = None
+    posthoc: dict[str, Any] | None = None
+    critical_difference: float | None = None
+    alpha: float = ALPHA
+    block_definition: str = "every (dataset, ε, metric value); failed cells charged"
+    excluded: list[str] = field(default_factory=list)
+
+
+def _block_table(board: pd.DataFrame, directions: dict[str, Direction]) -> pd.DataFrame:
+    """Blocks × generators, oriented so that a smaller value is always better."""
+    parts = []
+    for m in metric_names(board):
+        sign = 1.0 if directions.get(m, Direction.HIGHER) is Direction.LOWER else -1.0
+        wide = board.pivot_table(index=["dataset", "epsilon"], columns="generator", values=f"{m}_mean", dropna=False)
+        parts.append((sign * wide).assign(metric=m).set_index("metric", append=True))
+    if not parts:
+        return pd.DataFrame()
+    return pd.concat(parts).dropna(axis=1, how="all")
+
+
+def overall_ranking(board: pd.DataFrame, directions: dict[str, Direction], alpha: float = ALPHA) -> Ranking:
+    """Friedman test over blocks, Nemenyi post-hoc, and rank groups that respect it."""
+    table = _block_table(board, directions)
+    everyone = sorted(board.generator.unique())
+    complete = table.dropna(axis=0) if len(table) else table
+    excluded = sorted(set(everyone) - set(complete.columns))
+    k, n = complete.shape[1], complete.shape[0]
+    if k < 2 or n < 1:
+        return Ranking(n, [{"generator": g, "mean_rank": math.nan, "rank": math.nan} for g in everyone],
+                       "No overall ranking: the run has no metric values shared by two or more generators.",
+                       excluded=excluded)
+    mean_ranks = complete.rank(axis=1, method="average").mean().sort_values()
+    entries = [{"generator": g, "mean_rank": float(r)} for g, r in mean_ranks.items()]
+    if k < 3 or n < 2:
+        for e in entries:
+            e["rank"] = 1.0
+        return Ranking(n, entries, (
+            f"Mean ranks over {n} block(s) only: a Friedman test needs at least three generators and two blocks, "
+            "so no generator is shown to be better than another."), excluded=excluded)
+    chi2, p = stats.friedmanchisquare(*(complete[c].to_numpy() for c in complete.columns))
+    pvalues = scikit_posthocs.posthoc_nemenyi_friedman(complete.to_numpy())
+    pvalues.index = pvalues.columns = list(complete.columns)
+    cd = float(stats.studentized_range.ppf(1 - alpha, k, np.inf) / math.sqrt(2) * math.sqrt(k * (k + 1) / (6 * n)))
+    differ = bool(np.isfinite(p) and p < alpha)
+    for e in entries:
+        better = [g for g, r in mean_ranks.items() if r < e["mean_rank"] and pvalues.loc[g, e["generator"]] < alpha]
+        e["rank"] = float(1 + len(better)) if differ else 1.0
+    ranking = Ranking(
+        n, entries, "", friedman={"statistic": float(chi2), "pvalue": float(p), "df": k - 1},
+        posthoc={"method": "Nemenyi (after Friedman)", "package": f"scikit-posthocs {version('scikit-posthocs')}",
+                 "pvalues": {a: {b: float(pvalues.loc[a, b]) for b in pvalues.columns} for a in pvalues.index}},
+        critical_difference=cd, alpha=alpha, excluded=excluded)
+    ranking.statement = _statement(ranking, differ)
+    return ranking
+
+
+def rank_groups(entries: list[dict[str, Any]]) -> list[tuple[float, list[str]]]:
+    """Generators grouped by their (tied) rank, best first."""
+    groups: dict[float, list[str]] = {}
+    for e in entries:
+        groups.setdefault(e["rank"], []).append(e["generator"])
+    return sorted(groups.items())
+
+
+def _statement(ranking: Ranking, differ: bool) -> str:
+    f = ranking.friedman or {}
+    head = (f"Friedman χ²({f['df']}) = {f['statistic']:.2f}, p = {f['pvalue']:.2g} over {ranking.blocks} blocks "
+            f"({ranking.block_definition}), α = {ranking.alpha:g}. ")
+    if not differ:
+        body = "The generators' ranks are not significantly different: all share rank 1."
+    else:
+        groups = "; ".join(f"{r:g}. {', '.join(gs)}" for r, gs in rank_groups(ranking.generators))
+        body = (f"The ranks differ. Nemenyi post-hoc, critical difference {ranking.critical_difference:.2f} mean ranks; "
+                f"a generator's rank is 1 + the number of generators significantly better than it, so generators "
+                f"that are not significantly different share a rank: {groups}.")
+    caveat = (" Blocks from the same dataset share rows and are correlated, so these p-values are optimistic; "
+              "the test becomes trustworthy with several datasets.")
+    return head + body + caveat
+
+
+@dataclass
+class Leaderboard:
+    board: pd.DataFrame
+    cells: pd.DataFrame
+    ranking: Ranking
+    directions: dict[str, Direction]
+    time_limit: float | None = None
+
+    @property
+    def metrics(self) -> list[str]:
+        return metric_names(self.board)
+
+    def failures(self) -> pd.DataFrame:
+        return self.cells[self.cells.charged][["generator", "dataset", "epsilon", "seed", "status", "error",
+                                               "charged_with", "key"]]
+
+
+def _ordered(board: pd.DataFrame, metrics: list[str]) -> pd.DataFrame:
+    head = [*GROUP, "n_seeds", "failures", "fit_seconds_mean"]
+    per_metric = [f"{m}_{s}" for m in metrics for s in ("mean", "std", "ci_low", "ci_high")]
+    tail = ["unavailable", "guarantee", "audit_verdict", "claimed_epsilon_max", "reaccounted_epsilon_max",
+            "sample_seconds_mean", "peak_rss_mb_max", "error"]
+    return board[head + per_metric + tail + [f"{m}_rank" for m in metrics]]
+
+
+def build_leaderboard(run_dir: Path, directions: dict[str, Direction], keys: set[str] | None = None) -> Leaderboard:
+    """Read a run directory (only the cells in `keys`, when given: cells of an earlier suite run
+    into the same folder are not mixed in) and compute the board, charged cells and overall ranking."""
     store = RunStore(run_dir)
     results = store.results(keys)
     if not results:
         raise ValueError(f"{run_dir} has no finished cells yet")
-    board = aggregate(cell_rows(results), directions)
-    markdown = to_markdown(board, directions)
-    board.to_csv(run_dir / "leaderboard.csv", index=False)
+    manifest = json.loads((Path(run_dir) / "run.json").read_text()) if (Path(run_dir) / "run.json").exists() else {}
+    time_limit = (manifest.get("suite") or {}).get("time_limit_seconds")
+    cells = charge_failures(cell_rows(results), directions, time_limit)
+    board = aggregate(cells, directions)
+    metrics = [c.removeprefix("metric:") for c in cells.columns if c.startswith("metric:")]
+    board = _ordered(board, metrics)
+    return Leaderboard(board, cells, overall_ranking(board, directions), directions, time_limit)
+
+
+def _fmt(value: float, digits: int = 3) -> str:
+    return "—" if value is None or not np.isfinite(value) else f"{value:.{digits}f}"
+
+
+def to_markdown(lb: Leaderboard) -> str:
+    board, directions = lb.board, lb.directions
+    metrics = lb.metrics
+    lines = []
+    for (dataset, epsilon), part in board.groupby(["dataset", "epsilon"], sort=True):
+        lines.append(f"### {dataset}, ε = {epsilon:g}\n")
+        header = ["generator", "guarantee", "audit", "seeds", "failed", "fit s"] + [
+            f"{m} {'↑' if directions.get(m, Direction.HIGHER) is Direction.HIGHER else '↓'}" for m in metrics]
+        lines.append("| " + " | ".join(header) + " |")
+        lines.append("|" + "---|" * len(header))
+        for _, row in part.iterrows():
+            cells = [row.generator, row.guarantee, row.audit_verdict or "—", str(row.n_seeds), str(row.failures),
+                     _fmt(row.fit_seconds_mean, 1)]
+            for m in metrics:
+                mean, low, high, rank = row[f"{m}_mean"], row[f"{m}_ci_low"], row[f"{m}_ci_high"], row[f"{m}_rank"]
+                text = _fmt(mean)
+                if np.isfinite(low):
+                    text += f" [{_fmt(low)}, {_fmt(high)}]"
+                cells.append(text + ("" if not np.isfinite(rank) else f" #{rank:g}"))
+            lines.append("| " + " | ".join(cells) + " |")
+        lines.append("")
+    lines.append("Mean over seeds with its 95% bootstrap CI; `#r` = rank, where generators whose CIs overlap share a "
+                 "rank. Failed cells are charged the uniform baseline's scores (see the README).\n")
+    lines.append("### Overall ranking\n")
+    lines.append(lb.ranking.statement + "\n")
+    lines.append("| rank | generator | mean rank |")
+    lines.append("|---|---|---|")
+    for e in lb.ranking.generators:
+        lines.append(f"| {_fmt(e['rank'], 0)} | {e['generator']} | {_fmt(e['mean_rank'], 2)} |")
+    failures = lb.failures()
+    if len(failures):
+        lines.append("\n### Failed cells (charged)\n")
+        for _, f in failures.iterrows():
+            lines.append(f"- {f.generator} × {f.dataset} × ε={f.epsilon:g} × seed {f.seed}: {f.error}")
+    return "\n".join(lines) + "\n"
+
+
+def _jsonable(value: Any) -> Any:
+    """Strict JSON: NaN becomes null and an infinite ε the string "inf"."""
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, float | np.floating):
+        return None if math.isnan(value) else ("inf" if value == math.inf else float(value))
+    if isinstance(value, np.integer | np.bool_):
+        return value.item()
+    return value
+
+
+def to_json(lb: Leaderboard) -> dict[str, Any]:
+    return _jsonable({
+        "format": "dpgym-leaderboard/1",
+        "metrics": {m: str(lb.directions.get(m, Direction.HIGHER)) for m in lb.metrics},
+        "statistics": {
+            "interval": f"{CONFIDENCE:.0%} percentile bootstrap of the mean over seeds (scipy.stats.bootstrap, "
+                        f"{BOOTSTRAP_RESAMPLES} resamples, seeded per row)",
+            "metric_rank": "1 + number of generators whose CI is entirely better (overlap = tie)",
+            "failures": f"charged the {BASELINE} baseline's score (same dataset, ε, seed when available) "
+                        "and the time limit",
+            "time_limit_seconds": lb.time_limit,
+        },
+        "rows": lb.board.to_dict(orient="records"),
+        "ranking": lb.ranking.__dict__,
+        "failures": lb.failures().to_dict(orient="records"),
+    })
+
+
+def write_leaderboard(run_dir: Path, directions: dict[str, Direction],
+                      keys: set[str] | None = None) -> tuple[pd.DataFrame, str]:
+    """Write leaderboard.csv, .md and .json into the run directory (of the cells in `keys`, if given)."""
+    run_dir = Path(run_dir)
+    lb = build_leaderboard(run_dir, directions, keys)
+    markdown = to_markdown(lb)
+    lb.board.to_csv(run_dir / "leaderboard.csv", index=False)
     (run_dir / "leaderboard.md").write_text(markdown)
-    return board, markdown
+    (run_dir / "leaderboard.json").write_text(json.dumps(to_json(lb), indent=2, allow_nan=False))
+    return lb.board, markdown

@@ -5,6 +5,8 @@ from __future__ import annotations
 import pandas as pd
 
 from harness import Budget, GeneratorSpec, Guarantee, Ledger, LedgerEntry, Schema, hookimpl
+from plugins.generators.independent import SPEC as INDEPENDENT_SPEC
+from plugins.generators.independent import Independent
 from plugins.generators.uniform import Uniform
 
 
@@ -50,3 +52,21 @@ class FaultyGenerators:
         return [_spec("overspender", Overspender), _spec("crasher", Crasher),
                 _spec("unknown_category", UnknownCategory, Guarantee.PURE),
                 _spec("seed_ignorer", SeedIgnorer, Guarantee.PURE)]
+
+
+class QuieterIndependent(Independent):
+    """Adds 10% less noise than its ledger's ε allows, but still claims the same ε."""
+
+    def fit(self, train: pd.DataFrame, schema: Schema, budget: Budget, seed: int) -> Ledger:
+        ledger = super().fit(train, schema, budget, seed)
+        (entry,) = ledger.entries
+        quieter = {**entry.params, "sigma": entry.params["sigma"] * 0.9}
+        return Ledger(ledger.guarantee, [LedgerEntry(entry.mechanism, entry.epsilon, entry.delta, quieter,
+                                                     entry.accountant, entry.description)])
+
+
+class QuieterGenerators:
+    @hookimpl
+    def dpgym_generators(self) -> list[GeneratorSpec]:
+        return [GeneratorSpec(name="quieter_independent", version="1", factory=QuieterIndependent,
+                              guarantee=Guarantee.FORMAL, defaults=INDEPENDENT_SPEC.defaults)]

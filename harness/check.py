@@ -1,0 +1,158 @@
+"""CI regression check of a run against a committed baseline (`dpgym check`).
+
+For every (generator, dataset, ε, δ) the baseline keeps each metric's per-seed values, the cell
+failures, the guarantee label, the re-accounted ε and the ledger's mechanism parameters.
+
+- A metric regresses when it is worse than the baseline by more than its seed-to-seed spread
+  allows: a one-sided Welch t-test at level `alpha` on the per-seed values. Identical code gives
+  identical numbers on CPU, so a metric whose seeds agree exactly tolerates only float noise.
+- Privacy regressions fail regardless of tolerance: a changed guarantee label, a higher
+  re-accounted ε, changed mechanism parameters (e.g. a noise multiplier) at the same settings, or
+  a cell refused by the re-accounting.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from scipy import stats
+
+from harness.specs import Direction
+from harness.store import RunStore
+
+BASELINE_FORMAT = "dpgym-baseline/1"
+GROUP = ("generator", "dataset", "epsilon", "delta")
+FLOAT_NOISE = 1e-9
+
+
+@dataclass(frozen=True)
+class Finding:
+    kind: str  # "privacy", "regression", "improvement", "new"
+    group: tuple[Any, ...]
+    what: str
+    baseline: str = ""
+    now: str = ""
+    tolerance: str = ""
+
+    @property
+    def fails(self) -> bool:
+        return self.kind in ("privacy", "regression")
+
+
+def _ledger_signature(cell_dir: Path) -> list[dict[str, Any]]:
+    path = cell_dir / "ledger.json"
+    if not path.exists():
+        return []
+    entries = json.loads(path.read_text()).get("entries", [])
+    return [{"mechanism": e["mechanism"], "params": e.get("params", {})} for e in entries]
+
+
+def summarise(run_dir: Path, keys: set[str] | None = None) -> dict[tuple[Any, ...], dict[str, Any]]:
+    """Per (generator, dataset, ε, δ): what the baseline records, from the run's cells."""
+    store = RunStore(run_dir)
+    groups: dict[tuple[Any, ...], dict[str, Any]] = {}
+    for result in sorted(store.results(keys), key=lambda r: r["cell"]["seed"]):
+        cell = result["cell"]
+        key = (cell["generator"], cell["dataset"], str(cell["epsilon"]), float(cell["delta"]))
+        group = groups.setdefault(key, {
+            "generator": key[0], "dataset": key[1], "epsilon": key[2], "delta": key[3],
+            "guarantee": result["generator"]["guarantee"], "seeds": [], "failures": 0,
+            "privacy_refusals": 0, "reaccounted_epsilon": None, "ledger": None, "metrics": {},
+        })
+        group["seeds"].append(cell["seed"])
+        if result["status"] != "ok":
+            group["failures"] += 1
+            group["privacy_refusals"] += int(result.get("error", {}).get("stage") == "privacy")
+            continue
+        reaccounted = result.get("privacy", {}).get("reaccounted", {}).get("epsilon")
+        if isinstance(reaccounted, (int, float)) and math.isfinite(reaccounted):
+            previous = group["reaccounted_epsilon"]
+            group["reaccounted_epsilon"] = reaccounted if previous is None else max(previous, reaccounted)
+        if group["ledger"] is None:
+            group["ledger"] = _ledger_signature(store.cells / cell["key"])
+        for name, value in result.get("metrics", {}).items():
+            group["metrics"].setdefault(name, []).append(value)
+    return groups
+
+
+def write_baseline(run_dir: Path, path: Path, suite: str, keys: set[str] | None = None) -> None:
+    groups = sorted(summarise(run_dir, keys).values(), key=lambda g: (g["generator"], g["dataset"], g["epsilon"]))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"format": BASELINE_FORMAT, "suite": suite, "groups": groups}, indent=1,
+                               sort_keys=True) + "\n")
+
+
+def load_baseline(path: Path) -> dict[tuple[Any, ...], dict[str, Any]]:
+    raw = json.loads(path.read_text())
+    if raw.get("format") != BASELINE_FORMAT:
+        raise ValueError(f"{path} is not a {BASELINE_FORMAT} file")
+    return {(g["generator"], g["dataset"], g["epsilon"], g["delta"]): g for g in raw["groups"]}
+
+
+def _worse_by(base: list[float], now: list[float], direction: Direction, alpha: float) -> tuple[float, float]:
+    """(how much worse `now` is than `base` in mean, the largest gap the seed spread explains)."""
+    b, n = np.asarray(base, float), np.asarray(now, float)
+    sign = 1.0 if direction is Direction.HIGHER else -1.0
+    worse = sign * (b.mean() - n.mean())
+    floor = FLOAT_NOISE * (1 + abs(b.mean()))
+    if len(b) < 2 or len(n) < 2:
+        return worse, floor
+    vb, vn = b.var(ddof=1) / len(b), n.var(ddof=1) / len(n)
+    se = math.sqrt(vb + vn)
+    if se == 0:
+        return worse, floor
+    df = (vb + vn) ** 2 / ((vb**2 / (len(b) - 1) if vb else 0) + (vn**2 / (len(n) - 1) if vn else 0))
+    return worse, max(floor, float(stats.t.ppf(1 - alpha, df)) * se)
+
+
+def compare(baseline: dict[tuple[Any, ...], dict[str, Any]], current: dict[tuple[Any, ...], dict[str, Any]],
+            directions: dict[str, Direction], alpha: float) -> list[Finding]:
+    findings: list[Finding] = []
+    for key, base in baseline.items():
+        now = current.get(key)
+        if now is None:
+            findings.append(Finding("regression", key, "not run (in the baseline, missing from the run)"))
+            continue
+        findings.extend(_privacy_findings(key, base, now))
+        if now["failures"] > base["failures"]:
+            findings.append(Finding("regression", key, "failed cells", str(base["failures"]), str(now["failures"])))
+        for metric, base_values in base["metrics"].items():
+            values = now["metrics"].get(metric)
+            if not values:
+                findings.append(Finding("regression", key, metric, f"{np.mean(base_values):.4g}", "missing"))
+                continue
+            worse, tolerance = _worse_by(base_values, values, directions.get(metric, Direction.HIGHER), alpha)
+            if abs(worse) > tolerance:
+                findings.append(Finding("regression" if worse > 0 else "improvement", key, metric,
+                                        f"{np.mean(base_values):.4g}", f"{np.mean(values):.4g}", f"±{tolerance:.2g}"))
+    findings.extend(Finding("new", key, "not in the baseline") for key in current if key not in baseline)
+    return findings
+
+
+def _privacy_findings(key: tuple[Any, ...], base: dict[str, Any], now: dict[str, Any]) -> list[Finding]:
+    out = []
+    if now["guarantee"] != base["guarantee"]:
+        out.append(Finding("privacy", key, "guarantee label changed", base["guarantee"], now["guarantee"]))
+    if now["privacy_refusals"]:
+        out.append(Finding("privacy", key, "cells refused by the privacy re-accounting",
+                           str(base.get("privacy_refusals", 0)), str(now["privacy_refusals"])))
+    b_eps, n_eps = base["reaccounted_epsilon"], now["reaccounted_epsilon"]
+    if b_eps is not None and n_eps is not None and n_eps > b_eps * (1 + 1e-6) + 1e-9:
+        out.append(Finding("privacy", key, "re-accounted ε increased", f"{b_eps:.6g}", f"{n_eps:.6g}"))
+    if base["ledger"] is not None and now["ledger"] is not None and base["ledger"] != now["ledger"]:
+        out.append(Finding("privacy", key, "ledger mechanisms or parameters changed",
+                           _describe_ledger(base["ledger"]), _describe_ledger(now["ledger"])))
+    return out
+
+
+def _describe_ledger(entries: list[dict[str, Any]]) -> str:
+    return "; ".join(
+        f"{e['mechanism']}(" + ", ".join(f"{k}={v:.6g}" if isinstance(v, float) else f"{k}={v}"
+                                        for k, v in sorted(e["params"].items())) + ")"
+        for e in entries
+    )

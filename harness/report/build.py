@@ -1,0 +1,335 @@
+"""Gather a run directory into one self-contained HTML file: leaderboard, figures, ledgers, provenance.
+
+Everything the page shows is read from the run directory (result.json, ledger.json,
+synthetic.parquet, run.json) and the leaderboard computed from it; the only other input is the
+dataset plugins, for the real training rows the marginal and Kendall-τ figures compare against.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+from typing import Any
+
+import jinja2
+import markupsafe
+import numpy as np
+import pandas as pd
+
+from harness.datafiles import DatasetUnavailable
+from harness.leaderboard import Leaderboard, build_leaderboard, rank_groups
+from harness.registry import PluginError, Registry
+from harness.report import figures
+from harness.schema import Schema
+from harness.specs import Direction
+from harness.store import RunStore
+
+REFERENCE_EPSILON = 1.0  # per-generator figures show the run's ε closest to this (log scale)
+KENDALL_MAX_ROWS = 5_000  # when the fidelity metric did not store its τ matrices, recompute on a sample
+REPORT_PACKAGES = ("jinja2", "matplotlib", "seaborn", "scikit-posthocs", "scipy", "pandas")
+FAMILY_TITLES = {"utility": "Utility (train on synthetic, test on real)", "fidelity": "Fidelity to the real rows"}
+
+
+def metric_info(registry: Registry) -> tuple[dict[str, Direction], dict[str, str]]:
+    """Each metric value's direction and the metric plugin (family) that produces it."""
+    directions, families = {}, {}
+    for provided in registry.kinds["metric"].values():
+        for name, direction in provided.spec.directions.items():
+            directions[name], families[name] = direction, provided.spec.name
+    return directions, families
+
+
+def _num(value: Any, digits: int = 3) -> str:
+    if value is None or (isinstance(value, float) and not math.isfinite(value)):
+        return "∞" if value == math.inf else "—"
+    if isinstance(value, float):
+        return f"{value:.{digits}g}" if abs(value) >= 1000 else f"{value:.{digits}f}"
+    return str(value)
+
+
+def _sig(value: Any) -> str:
+    """Four significant digits for ledger numbers (ε, δ, σ, sensitivities span many magnitudes)."""
+    if isinstance(value, str) and value in ("inf", "Infinity"):
+        return "∞"
+    return f"{value:.4g}".replace("inf", "∞") if isinstance(value, float | int) and not isinstance(value, bool) \
+        else str(value)
+
+
+def _eps(value: float) -> str:
+    return "∞" if value == math.inf else f"{value:g}"
+
+
+@dataclass
+class Cell:
+    """One table cell: text, sort key and highlight class."""
+
+    text: str
+    sort: float | str
+    css: str = ""
+    note: str = ""
+    rank: str = ""
+
+
+def ordered_metrics(metrics: list[str], families: dict[str, str]) -> list[str]:
+    """Utility first, then fidelity, then anything else: the order a reader asks in."""
+    order = {"utility": 0, "fidelity": 1}
+    return sorted(metrics, key=lambda m: (order.get(families.get(m, ""), 2), metrics.index(m)))
+
+
+def overview_tables(lb: Leaderboard, families: dict[str, str]) -> list[dict[str, Any]]:
+    """Per dataset: header and rows, the best of every column (per ε) marked."""
+    board, metrics = lb.board, ordered_metrics(lb.metrics, families)
+    tables = []
+    for dataset, part in board.groupby("dataset", sort=True):
+        header = ["generator", "guarantee", "ε", "seeds", "failures"]
+        header += [f"{m}\u00a0{'↑' if lb.directions.get(m, Direction.HIGHER) is Direction.HIGHER else '↓'}"
+                   for m in metrics]
+        header += ["fit s", "sample s", "peak MB", "audit"]
+        rows = []
+        previous_epsilon = None
+        for _, row in part.sort_values(["epsilon", "generator"]).iterrows():
+            same = part[part.epsilon == row.epsilon]
+            cells = [Cell(row.generator, row.generator), Cell(row.guarantee, row.guarantee, f"g-{row.guarantee}"),
+                     Cell(_eps(row.epsilon), row.epsilon if math.isfinite(row.epsilon) else 1e300),
+                     Cell(str(row.n_seeds), row.n_seeds),
+                     Cell(str(row.failures), row.failures, "bad" if row.failures else "", row.error)]
+            for m in metrics:
+                mean, low, high, rank = row[f"{m}_mean"], row[f"{m}_ci_low"], row[f"{m}_ci_high"], row[f"{m}_rank"]
+                higher = lb.directions.get(m, Direction.HIGHER) is Direction.HIGHER
+                means = same[f"{m}_mean"].dropna()
+                top = math.isfinite(mean) and len(means) > 1 and mean == (means.max() if higher else means.min())
+                css = " ".join(c for c in ("best" if rank == 1 and len(means) > 1 else "", "top" if top else "") if c)
+                note = f"[{_num(low)}, {_num(high)}]" if math.isfinite(low) else "one seed: no CI"
+                cells.append(Cell(_num(mean), mean if math.isfinite(mean) else -1e300, css + " metric", note,
+                                  f"{rank:g}" if math.isfinite(rank) else ""))
+            for column, digits in (("fit_seconds_mean", 2), ("sample_seconds_mean", 2), ("peak_rss_mb_max", 0)):
+                value = row[column]
+                best = math.isfinite(value) and value == same[column].min() and len(same) > 1
+                cells.append(Cell(_num(value, digits) if digits else (f"{value:.0f}" if math.isfinite(value) else "—"),
+                                  value if math.isfinite(value) else 1e300, "best" if best else ""))
+            cells.append(Cell(row.audit_verdict or "—", row.audit_verdict or "", "text"))
+            rows.append({"cells": cells, "failed": bool(row.failures),
+                         "group_start": previous_epsilon is not None and row.epsilon != previous_epsilon})
+            previous_epsilon = row.epsilon
+        tables.append({"dataset": dataset, "header": header, "rows": rows})
+    return tables
+
+
+def _ledger_rows(run_dir: Path, results: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    rows = []
+    for r in sorted(results, key=lambda r: (r["cell"]["dataset"], r["cell"]["generator"],
+                                           float(r["cell"]["epsilon"]), r["cell"]["seed"])):
+        path = run_dir / "cells" / r["cell"]["key"] / "ledger.json"
+        ledger = json.loads(path.read_text()) if path.exists() else None
+        re = (ledger or {}).get("reaccounted") or {}
+        rows.append({
+            "cell": r["cell"], "status": r["status"], "guarantee": r["generator"]["guarantee"],
+            "epsilon": _eps(float(r["cell"]["epsilon"])),
+            "ledger": ledger,
+            "entries": [{**e, "params_text": ", ".join(f"{k}={_sig(v)}"
+                                                        for k, v in e.get("params", {}).items())}
+                        for e in (ledger or {}).get("entries", [])],
+            "claimed": (f"ε={_sig(ledger['epsilon'])}, δ={_sig(ledger['delta'])}" if ledger else "—"),
+            "reaccounted": (f"ε={_sig(re.get('epsilon'))}" if re else "—"),
+            "verdict": re.get("verdict", ""), "accountant": re.get("accountant", ""), "detail": re.get("detail", ""),
+        })
+    return rows
+
+
+def _codes(frame: pd.DataFrame, schema: Schema) -> pd.DataFrame:
+    """Numeric values or schema category codes, the same encoding the fidelity metric ranks."""
+    out = {}
+    for col in schema.columns:
+        if col.is_numeric:
+            out[col.name] = pd.to_numeric(frame[col.name]).astype(float)
+        else:
+            codes = pd.Categorical(frame[col.name].astype(object), categories=list(col.categories)).codes
+            out[col.name] = np.where(codes < 0, np.nan, codes.astype(float))
+    return pd.DataFrame(out)
+
+
+def kendall_matrix(frame: pd.DataFrame, schema: Schema, seed: int) -> pd.DataFrame:
+    if len(frame) > KENDALL_MAX_ROWS:
+        frame = frame.sample(KENDALL_MAX_ROWS, random_state=seed)
+    return _codes(frame, schema).corr(method="kendall").fillna(0.0)
+
+
+def _matrix_from_pairs(pairs: dict[str, float], names: list[str]) -> pd.DataFrame:
+    matrix = pd.DataFrame(np.eye(len(names)), index=names, columns=names)
+    for key, tau in pairs.items():
+        a, b = key.split("|", 1)
+        matrix.loc[a, b] = matrix.loc[b, a] = tau
+    return matrix
+
+
+def _reference_epsilon(epsilons: list[float]) -> float:
+    finite = [e for e in epsilons if math.isfinite(e) and e > 0]
+    if not finite:
+        return epsilons[0]
+    return min(finite, key=lambda e: (abs(math.log(e / REFERENCE_EPSILON)), -e))
+
+
+def _curves(part: pd.DataFrame, lb: Leaderboard, families: dict[str, str], palette: dict[str, Any]) -> list[dict]:
+    """One metric-vs-ε figure per metric family (utility, then fidelity, then others)."""
+    directions = {m: str(lb.directions.get(m, Direction.HIGHER)) for m in lb.metrics}
+    by_family: dict[str, list[str]] = {}
+    for m in ordered_metrics(lb.metrics, families):
+        if part[f"{m}_mean"].notna().any():
+            by_family.setdefault(families.get(m, "other"), []).append(m)
+    curves = []
+    for family, metrics in sorted(by_family.items(), key=lambda kv: {"utility": 0, "fidelity": 1}.get(kv[0], 2)):
+        uri = figures.metric_curves(part, metrics, directions, palette)
+        if uri:
+            curves.append({"title": FAMILY_TITLES.get(family, family), "uri": uri})
+    return curves
+
+
+class RealRows:
+    """A dataset's real training rows and schema, with its Kendall-τ matrix computed at most once."""
+
+    def __init__(self, train: pd.DataFrame, schema: Schema):
+        self.train, self.schema = train, schema
+        self._tau: pd.DataFrame | None = None
+
+    def kendall(self) -> pd.DataFrame:
+        if self._tau is None:
+            self._tau = kendall_matrix(self.train, self.schema, seed=0)
+        return self._tau
+
+
+def _generator_figures(run_dir: Path, mine: pd.DataFrame, reference: float, real: RealRows) -> dict[str, Any]:
+    """Marginals and Kendall-τ heatmaps of one generator's cell at the reference ε (lowest finished seed)."""
+    entry: dict[str, Any] = {"generator": mine.generator.iloc[0], "message": "", "cell": ""}
+    ok = mine[mine.status == "ok"]
+    if ok.empty:
+        first = mine.iloc[0]
+        entry["message"] = f"No synthetic data: every cell {first.status}. {first.error}"
+        return entry
+    at = ok[ok.epsilon == reference]
+    if at.empty:  # this generator did not run (or failed) at the reference ε: take its closest
+        at = ok[ok.epsilon == _reference_epsilon(sorted(ok.epsilon.unique()))]
+    chosen = at.sort_values("seed").iloc[0]
+    folder = run_dir / "cells" / chosen.key
+    synthetic = pd.read_parquet(folder / "synthetic.parquet")
+    entry["cell"] = f"ε = {_eps(chosen.epsilon)}, seed {chosen.seed}"
+    entry["marginals"] = figures.marginals(real.train, synthetic, real.schema)
+    detail = json.loads((folder / "result.json").read_text()).get("metric_detail", {}).get("fidelity", {})
+    if "kendall_real" in detail and "kendall_synthetic" in detail:
+        real_tau = _matrix_from_pairs(detail["kendall_real"], real.schema.names)
+        synth_tau = _matrix_from_pairs(detail["kendall_synthetic"], real.schema.names)
+        entry["kendall_source"] = "the fidelity metric's τ-b matrices for this cell"
+    else:
+        real_tau, synth_tau = real.kendall(), kendall_matrix(synthetic, real.schema, seed=0)
+        entry["kendall_source"] = f"τ-b recomputed on at most {KENDALL_MAX_ROWS:,} rows of each table"
+    entry["kendall"] = figures.kendall_heatmaps(
+        [("real", real_tau), ("synthetic", synth_tau), ("synthetic − real", synth_tau - real_tau)])
+    return entry
+
+
+def dataset_sections(run_dir: Path, lb: Leaderboard, registry: Registry, palette: dict[str, Any]) -> list[dict[str, Any]]:
+    """Per dataset: the metric-vs-ε curves, then per generator its marginals and Kendall-τ heatmaps."""
+    sections = []
+    families = metric_info(registry)[1]
+    for dataset, part in lb.board.groupby("dataset", sort=True):
+        cells = lb.cells[lb.cells.dataset == dataset]
+        reference = _reference_epsilon(sorted(cells.epsilon.unique()))
+        section: dict[str, Any] = {"dataset": dataset, "curves": _curves(part, lb, families, palette),
+                                   "generators": [], "note": "", "reference_epsilon": _eps(reference)}
+        try:
+            spec = registry.dataset(dataset)
+            real = RealRows(spec.load().train, spec.schema())
+        except (PluginError, DatasetUnavailable, OSError) as err:
+            section["note"] = f"Real rows unavailable, so no marginal or Kendall-τ figures: {err}"
+        else:
+            section["generators"] = [_generator_figures(run_dir, mine, reference, real)
+                                     for _, mine in cells.groupby("generator", sort=True)]
+        sections.append(section)
+    return sections
+
+
+def ranking_context(lb: Leaderboard, palette: dict[str, Any]) -> dict[str, Any]:
+    ranking = lb.ranking
+    context: dict[str, Any] = {"statement": ranking.statement, "generators": ranking.generators,
+                               "groups": rank_groups(ranking.generators), "figure": None, "blocks": ranking.blocks,
+                               "excluded": ranking.excluded}
+    if ranking.posthoc:
+        mean_ranks = pd.Series({e["generator"]: e["mean_rank"] for e in ranking.generators})
+        pvalues = pd.DataFrame(ranking.posthoc["pvalues"]).loc[mean_ranks.index, mean_ranks.index]
+        if ranking.friedman["pvalue"] >= ranking.alpha:
+            pvalues[:] = 1.0  # the omnibus test found nothing: no pair may be drawn as different
+        context["figure"] = figures.critical_difference(mean_ranks, pvalues, ranking.alpha, palette)
+    return context
+
+
+def provenance(run_dir: Path, results: list[dict[str, Any]]) -> dict[str, Any]:
+    manifest = json.loads((run_dir / "run.json").read_text()) if (run_dir / "run.json").exists() else {}
+    datasets = {(r["dataset"]["name"], r["dataset"].get("version", ""), r["dataset"].get("checksum", ""))
+                for r in results if "dataset" in r}
+    generators = {(r["generator"]["label"] if r["generator"].get("label") else r["generator"]["name"],
+                   r["generator"]["name"], r["generator"].get("version", ""), r["generator"].get("package", ""),
+                   json.dumps(r["generator"].get("params", {}), sort_keys=True)) for r in results}
+    report_packages = {}
+    for name in REPORT_PACKAGES:
+        try:
+            report_packages[name] = version(name)
+        except PackageNotFoundError:
+            continue
+    return {
+        "manifest": manifest,
+        "suite_json": json.dumps(manifest.get("suite", {}), indent=2, default=str),
+        "datasets": sorted(datasets),
+        "generators": sorted(generators),
+        "report_packages": report_packages,
+        "devices": sorted({r.get("device", "") for r in results}),
+    }
+
+
+def render(context: dict[str, Any]) -> str:
+    env = jinja2.Environment(loader=jinja2.PackageLoader("harness.report", "templates"),
+                             autoescape=jinja2.select_autoescape(["html", "j2"]), undefined=jinja2.StrictUndefined,
+                             trim_blocks=True, lstrip_blocks=True)
+    env.filters["num"] = _num
+    env.filters["eps"] = _eps
+    env.filters["sig"] = _sig
+    # Let long metric names wrap after their underscores, so the table fits the page.
+    env.filters["breakable"] = lambda text: markupsafe.Markup("_<wbr>").join(
+        markupsafe.escape(part) for part in str(text).split("_"))
+    return env.get_template("report.html.j2").render(**context)
+
+
+def write_report(run_dir: Path, registry: Registry, out: Path | None = None, keys: set[str] | None = None) -> Path:
+    """Write DIR/report.html (or `out`) of the cells in `keys` (default: all) and return its path."""
+    started = time.perf_counter()
+    run_dir = Path(run_dir)
+    directions, families = metric_info(registry)
+    lb = build_leaderboard(run_dir, directions, keys)
+    results = RunStore(run_dir).results(keys)
+    suite = RunStore(run_dir).manifest().get("suite", {})
+    palette = figures.generator_palette(lb.board.generator.unique())
+    failures = [r for r in results if r["status"] != "ok"]
+    context = {
+        "suite_name": suite.get("name", run_dir.name),
+        "generated": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "counts": {s: sum(r["status"] == s for r in results) for s in sorted({r["status"] for r in results})},
+        "n_cells": len(results),
+        "overview": overview_tables(lb, families),
+        "metrics": [{"name": m, "direction": str(lb.directions.get(m, Direction.HIGHER))}
+                    for m in ordered_metrics(lb.metrics, families)],
+        "ranking": ranking_context(lb, palette),
+        "datasets": dataset_sections(run_dir, lb, registry, palette),
+        "ledger": _ledger_rows(run_dir, results),
+        "failures": sorted(failures, key=lambda r: (r["cell"]["dataset"], r["cell"]["generator"], r["cell"]["seed"])),
+        "charged": lb.failures().to_dict(orient="records"),
+        "time_limit": lb.time_limit,
+        "provenance": provenance(run_dir, results),
+    }
+    context["build_seconds"] = time.perf_counter() - started
+    html = render(context)
+    path = Path(out) if out else run_dir / "report.html"
+    path.write_text(html)
+    return path

@@ -1,0 +1,195 @@
+"""Seaborn figures for the HTML report, each returned as a base64 PNG data URI.
+
+PNG rather than SVG: the marginal grids of a wide dataset hold thousands of bars, which as SVG
+would make the report tens of megabytes and slow to open. Every function closes its figure.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import math
+import warnings
+from collections.abc import Sequence
+
+import matplotlib
+
+matplotlib.use("Agg")  # no display: the report is built headless, in CI and at the end of a run
+
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+import scikit_posthocs  # noqa: E402
+import seaborn as sns  # noqa: E402
+
+from harness.schema import Column, ColumnKind, Schema  # noqa: E402
+
+REAL, SYNTHETIC = sns.color_palette("tab10")[0], sns.color_palette("tab10")[1]  # blue, orange
+NUMERIC_BINS = 20
+MAX_CATEGORIES = 12  # more (e.g. Adult's 42 countries) are shown as the 11 most frequent real ones + "other"
+GRID_COLUMNS = 5
+DPI = 80
+
+sns.set_theme(style="whitegrid", context="paper")
+
+
+def to_data_uri(fig: plt.Figure, tight: bool = False) -> str:
+    """Encode and close; `tight` (an extra layout pass) only for small figures with outside legends."""
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=DPI, bbox_inches="tight" if tight else None)
+    plt.close(fig)
+    return "data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode("ascii")
+
+
+def generator_palette(generators: Sequence[str]) -> dict[str, tuple[float, float, float]]:
+    """One colour per generator, the same in every figure of a report."""
+    # Dark2 has 8 well-separated colours and none is the blue/orange reserved for real/synthetic.
+    colours = sns.color_palette("Dark2" if len(generators) <= 8 else "husl", max(len(generators), 1))
+    return dict(zip(sorted(generators), colours))
+
+
+def metric_curves(board: pd.DataFrame, metrics: Sequence[str], directions: dict[str, str],
+                  palette: dict[str, tuple[float, float, float]]) -> str | None:
+    """Mean metric vs ε per generator with the 95% bootstrap band, one panel per metric value."""
+    data = board[np.isfinite(board.epsilon)]
+    if data.empty or not metrics:
+        return None
+    ncols = min(len(metrics), 4)
+    nrows = math.ceil(len(metrics) / ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(3.4 * ncols, 2.6 * nrows), squeeze=False)
+    single_epsilon = data.epsilon.nunique() == 1
+    for ax, m in zip(axes.flat, metrics):
+        for generator, part in data.groupby("generator"):
+            part = part.sort_values("epsilon")
+            colour = palette[generator]
+            if single_epsilon:
+                err = np.vstack([part[f"{m}_mean"] - part[f"{m}_ci_low"], part[f"{m}_ci_high"] - part[f"{m}_mean"]])
+                ax.errorbar([generator], part[f"{m}_mean"], yerr=np.nan_to_num(err), fmt="o", color=colour, capsize=3)
+            else:
+                sns.lineplot(x=part.epsilon, y=part[f"{m}_mean"], ax=ax, color=colour, marker="o", label=generator,
+                             legend=False)
+                ax.fill_between(part.epsilon, part[f"{m}_ci_low"], part[f"{m}_ci_high"], color=colour, alpha=0.2,
+                                linewidth=0)
+        arrow = "↑" if directions.get(m) == "higher" else "↓"
+        ax.set_title(f"{m} {arrow}")
+        ax.set_ylabel("")
+        if single_epsilon:
+            ax.tick_params(axis="x", labelrotation=30, labelsize=7)
+            ax.set_xlabel(f"ε = {data.epsilon.iloc[0]:g}")
+        else:
+            ax.set_xscale("log")
+            ticks = sorted(data.epsilon.unique())
+            ax.set_xticks(ticks, [f"{e:g}" for e in ticks])
+            ax.minorticks_off()
+            ax.set_xlabel("ε")
+    for ax in axes.flat[len(metrics):]:
+        ax.set_visible(False)
+    fig.tight_layout()
+    if not single_epsilon:
+        handles = [plt.Line2D([], [], color=palette[g], marker="o", label=g) for g in sorted(data.generator.unique())]
+        fig.legend(handles=handles, loc="lower center", ncol=min(len(handles), 6), bbox_to_anchor=(0.5, 1.0),
+                   frameon=False)
+    return to_data_uri(fig, tight=True)
+
+
+def _proportions(values: pd.Series, col: Column, bins: np.ndarray | None) -> tuple[list[str], np.ndarray]:
+    """Share of rows per public bin or category; the last entry is the missing values' share."""
+    missing = float(values.isna().mean()) if len(values) else 0.0
+    present = values.dropna()
+    if col.is_numeric:
+        counts, _ = np.histogram(pd.to_numeric(present).to_numpy(dtype=float), bins=bins)
+        labels = [f"{b:g}" for b in bins[:-1]]
+    else:
+        counts = present.astype(str).value_counts().reindex(list(col.categories), fill_value=0).to_numpy()
+        labels = list(col.categories)
+    share = counts / max(len(values), 1)
+    return labels + ["missing"], np.append(share, missing)
+
+
+def _bins(col: Column) -> np.ndarray:
+    """Public bins from the schema's bounds: one per integer value when few, else equal-width."""
+    if col.kind is ColumnKind.INTEGER and col.max - col.min < NUMERIC_BINS:
+        return np.arange(col.min, col.max + 2) - 0.5
+    return np.linspace(col.min, col.max, NUMERIC_BINS + 1)
+
+
+def _draw_numeric(ax: plt.Axes, col: Column, real: pd.Series, synthetic: pd.Series) -> None:
+    bins = _bins(col)
+    for values, colour, label in ((real, REAL, "real"), (synthetic, SYNTHETIC, "synthetic")):
+        _, share = _proportions(values, col, bins)
+        ax.stairs(share[:-1], bins, fill=True, alpha=0.45, color=colour, label=label)
+        ax.stairs(share[:-1], bins, color=colour, linewidth=1)
+    missing = (real.isna().mean(), synthetic.isna().mean())
+    if any(missing):
+        ax.text(0.98, 0.95, f"missing {missing[0]:.0%} / {missing[1]:.0%}", transform=ax.transAxes, ha="right",
+                va="top", fontsize=6)
+
+
+def _draw_categorical(ax: plt.Axes, col: Column, real: pd.Series, synthetic: pd.Series) -> None:
+    labels, real_share = _proportions(real, col, None)
+    _, synth_share = _proportions(synthetic, col, None)
+    keep = [i for i in range(len(labels) - 1)] + ([len(labels) - 1] if real_share[-1] or synth_share[-1] else [])
+    if len(keep) > MAX_CATEGORIES:
+        top = sorted(keep, key=lambda i: -real_share[i])[:MAX_CATEGORIES - 1]
+        rest = [i for i in keep if i not in top]
+        labels = [labels[i] for i in top] + [f"other ({len(rest)})"]
+        real_share = np.append(real_share[top], real_share[rest].sum())
+        synth_share = np.append(synth_share[top], synth_share[rest].sum())
+    else:
+        labels, real_share, synth_share = [labels[i] for i in keep], real_share[keep], synth_share[keep]
+    y = np.arange(len(labels))
+    ax.barh(y - 0.2, real_share, height=0.4, color=REAL, label="real")
+    ax.barh(y + 0.2, synth_share, height=0.4, color=SYNTHETIC, label="synthetic")
+    ax.set_yticks(y, [label[:18] for label in labels], fontsize=6)
+    ax.invert_yaxis()
+
+
+def marginals(real: pd.DataFrame, synthetic: pd.DataFrame, schema: Schema) -> str:
+    """Every column's real (blue) and synthetic (orange) distribution on the schema's public bins."""
+    columns = schema.columns
+    nrows = math.ceil(len(columns) / GRID_COLUMNS)
+    height = 2.0 * nrows + 0.4
+    fig, axes = plt.subplots(nrows, GRID_COLUMNS, figsize=(2.7 * GRID_COLUMNS, height), squeeze=False)
+    fig.subplots_adjust(left=0.1, right=0.99, bottom=0.3 / height, top=1 - 0.55 / height, wspace=0.75, hspace=0.45)
+    for ax, col in zip(axes.flat, columns):
+        if col.is_numeric:
+            _draw_numeric(ax, col, real[col.name], synthetic[col.name])
+        else:
+            _draw_categorical(ax, col, real[col.name], synthetic[col.name])
+        ax.set_title(col.name, fontsize=8)
+        ax.tick_params(labelsize=6)
+        ax.xaxis.set_major_locator(plt.MaxNLocator(4))
+    for ax in axes.flat[len(columns):]:
+        ax.set_visible(False)
+    handles = [plt.Rectangle((0, 0), 1, 1, color=REAL), plt.Rectangle((0, 0), 1, 1, color=SYNTHETIC)]
+    fig.legend(handles, ["real (train split)", "synthetic"], loc="upper center", ncol=2, frameon=False)
+    return to_data_uri(fig)
+
+
+def kendall_heatmaps(panels: Sequence[tuple[str, pd.DataFrame]]) -> str:
+    """Kendall τ matrices side by side on one colour scale (τ and differences both lie in [-1, 1])."""
+    n = len(next(iter(panels))[1])
+    size = max(2.8, 0.17 * n + 1.4)
+    fig, axes = plt.subplots(1, len(panels), figsize=(size * len(panels) + 0.6, size + 0.3), squeeze=False)
+    fig.subplots_adjust(left=0.3 / len(panels) + 0.06, right=0.92, bottom=0.22, top=0.9, wspace=0.45)
+    cbar_ax = fig.add_axes((0.94, 0.25, 0.012, 0.6))
+    with warnings.catch_warnings():
+        # seaborn 0.13 calls Colormap.set_bad, which matplotlib 3.11 marks for deprecation; nothing to act on here.
+        warnings.simplefilter("ignore", PendingDeprecationWarning)
+        for i, (ax, (title, matrix)) in enumerate(zip(axes.flat, panels)):
+            sns.heatmap(matrix, ax=ax, vmin=-1, vmax=1, center=0, cmap="vlag", square=True, cbar=i == 0,
+                        cbar_ax=cbar_ax if i == 0 else None, xticklabels=True, yticklabels=i == 0)
+            ax.set_title(title, fontsize=9)
+            ax.tick_params(labelsize=4 if n > 20 else 6, length=0)
+    return to_data_uri(fig)
+
+
+def critical_difference(mean_ranks: pd.Series, pvalues: pd.DataFrame, alpha: float,
+                        palette: dict[str, tuple[float, float, float]]) -> str:
+    """The CD diagram: mean ranks on an axis, bars joining generators not significantly different."""
+    fig, ax = plt.subplots(figsize=(7, 0.5 + 0.35 * len(mean_ranks)))
+    scikit_posthocs.critical_difference_diagram(
+        mean_ranks, pvalues, alpha=alpha, ax=ax, color_palette={g: palette[g] for g in mean_ranks.index},
+        label_fmt_left="{label} ({rank:.2f})", label_fmt_right="({rank:.2f}) {label}")
+    ax.set_xlabel("mean rank (1 = best)")
+    return to_data_uri(fig, tight=True)

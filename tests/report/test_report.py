@@ -1,0 +1,98 @@
+"""The HTML report: one self-contained file showing the leaderboard, figures, ledgers, failures, provenance."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from html.parser import HTMLParser
+
+import pandas as pd
+
+from harness.registry import Registry
+from harness.runner import run_suite
+from harness.store import RunStore
+from harness.suite import GeneratorConfig, Suite
+
+
+class Inventory(HTMLParser):
+    """Counts what the page holds: tables, images and every external reference."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.tables, self.images, self.external = 0, [], []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        attrs = dict(attrs)
+        if tag == "table":
+            self.tables += 1
+        if tag == "img":
+            self.images.append(attrs.get("src", ""))
+        for key in ("src", "href"):
+            value = attrs.get(key) or ""
+            if value and not value.startswith(("data:", "#")):
+                self.external.append(value)
+
+
+def inventory(html: str) -> Inventory:
+    parser = Inventory()
+    parser.feed(html)
+    return parser
+
+
+def test_the_report_is_one_file_with_every_image_embedded(smoke_report):
+    page = inventory(smoke_report.read_text())
+    assert page.external == []
+    assert page.images and all(src.startswith("data:image/png;base64,") for src in page.images)
+    assert "<link" not in smoke_report.read_text()
+
+
+def test_the_report_has_every_section(smoke_report, smoke_run):
+    html = smoke_report.read_text()
+    for anchor in ("leaderboard", "ranking", "data-adult", "privacy", "failures", "provenance"):
+        assert f'id="{anchor}"' in html
+    manifest = json.loads((smoke_run / "run.json").read_text())
+    checksum = json.loads(next((smoke_run / "cells").glob("*/result.json")).read_text())["dataset"]["checksum"]
+    assert checksum in html  # dataset provenance
+    assert (manifest["git_revision"] or "unknown") in html
+    assert "Friedman χ²(3)" in html and "critical-difference diagram" in html
+
+
+def test_each_generator_with_data_gets_marginals_and_kendall_heatmaps(smoke_report):
+    html = smoke_report.read_text()
+    for generator in ("uniform", "independent", "real"):
+        assert f'alt="marginal histograms of {generator} on adult"' in html
+        assert f'alt="Kendall tau heatmaps of {generator} on adult"' in html
+    # Curves (one per metric family), the CD diagram, and two figures per generator that produced data.
+    assert len(inventory(html).images) == 2 + 1 + 3 * 2
+
+
+def test_a_failed_cell_shows_its_error_and_is_charged_in_the_table(smoke_report, smoke_run):
+    html = smoke_report.read_text()
+    assert "No synthetic data: every cell failed. fit: RuntimeError: model diverged" in html
+    assert html.count("failed at fit: RuntimeError: model diverged") == 2  # both seeds, with tracebacks
+    board = pd.read_csv(smoke_run / "leaderboard.csv").set_index("generator")
+    assert board.loc["crasher", "failures"] == 2
+    assert board.loc["crasher", "target_rate_gap_mean"] == board.loc["uniform", "target_rate_gap_mean"]
+
+
+def test_the_ledger_lists_mechanisms_with_claimed_and_reaccounted_epsilon(smoke_report):
+    html = smoke_report.read_text()
+    ledger = html[html.index('id="privacy"'):html.index('id="failures"')]
+    assert "<b>gaussian</b>" in ledger and "l2_sensitivity=" in ledger and "sigma=" in ledger
+    assert re.search(r"<td>ε=1, δ=1e-05</td><td>ε=1\.00\d+</td>", ledger)
+    assert "no mechanism (reads no rows)" in ledger  # uniform
+    assert "no ledger" in ledger  # the crasher failed before returning one
+
+
+def test_the_report_command_writes_the_file(tmp_path):
+    run = tmp_path / "run"
+    suite = Suite("one-cell", (GeneratorConfig("uniform"),), ("adult",), (1.0,), (0,), 1e-5, metrics=())
+    run_suite(suite, RunStore(run), Registry.discover(), show_progress=False)
+    out = tmp_path / "elsewhere.html"
+    done = subprocess.run([sys.executable, "-m", "harness.cli", "report", str(run), "--out", str(out)],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert out.exists() and f"report: {out}" in done.stdout.replace("\n", "")
+    assert "uniform" in out.read_text()

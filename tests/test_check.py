@@ -1,0 +1,70 @@
+"""`dpgym check`: unchanged code passes, a weakened generator or a privacy change fails."""
+
+from __future__ import annotations
+
+import pytest
+
+from harness.check import compare, load_baseline, summarise, write_baseline
+from harness.cli import main, metric_directions
+from harness.registry import Registry
+from harness.runner import run_suite
+from harness.store import RunStore
+from harness.suite import GeneratorConfig, Suite
+from tests.fake_plugins import QuieterGenerators
+
+
+@pytest.fixture(scope="module")
+def registry() -> Registry:
+    return Registry.discover(extra={"quieter": QuieterGenerators()})
+
+
+def run(out, registry, params=None, name="independent"):
+    suite = Suite("gate", (GeneratorConfig(name, params or {}, label="independent"), GeneratorConfig("uniform")),
+                  ("adult",), (1.0,), (0, 1, 2), 1e-5, metrics=("fidelity",))
+    run_suite(suite, RunStore(out), registry, show_progress=False)
+    return summarise(out)
+
+
+@pytest.fixture(scope="module")
+def baseline(registry, tmp_path_factory):
+    out = tmp_path_factory.mktemp("baseline-run")
+    run(out, registry)
+    path = out / "golden.json"
+    write_baseline(out, path, "gate")
+    return load_baseline(path)
+
+
+def test_unchanged_code_passes(registry, baseline, tmp_path):
+    findings = compare(baseline, run(tmp_path, registry), metric_directions(registry), alpha=0.05)
+    assert findings == []
+
+
+def test_weakened_generator_fails_naming_generator_and_metric(registry, baseline, tmp_path):
+    weakened = run(tmp_path, registry, params={"numeric_bins": 2})
+    findings = compare(baseline, weakened, metric_directions(registry), alpha=0.05)
+    failing = {(f.group[0], f.what) for f in findings if f.fails}
+    assert ("independent", "marginal_tvd") in failing
+    assert all(f.kind == "regression" for f in findings if f.fails)
+
+
+def test_changed_noise_with_the_same_claimed_epsilon_is_a_privacy_regression(registry, baseline, tmp_path):
+    quieter = run(tmp_path, registry, name="quieter_independent")
+    findings = compare(baseline, quieter, metric_directions(registry), alpha=0.05)
+    privacy = {f.what for f in findings if f.kind == "privacy"}
+    assert "cells refused by the privacy re-accounting" in privacy
+
+
+def test_cli_exit_codes(registry, baseline, tmp_path, monkeypatch, capsys):
+    out = tmp_path / "run"
+    run(out, registry, params={"numeric_bins": 2})
+    path = tmp_path / "golden.json"
+    monkeypatch.setattr(Registry, "discover", classmethod(lambda cls, extra=None: registry))
+    assert main(["check", str(out), "--baseline", str(path)]) == 2  # no baseline yet: usage error
+    assert main(["check", str(out), "--baseline", str(path), "--update"]) == 0
+    assert main(["check", str(out), "--baseline", str(path)]) == 0
+    base_run = tmp_path / "base"
+    run(base_run, registry)
+    write_baseline(base_run, path, "gate")
+    assert main(["check", str(out), "--baseline", str(path)]) == 1
+    out_text = capsys.readouterr().out
+    assert "REGRESSION  independent × adult × ε=1.0  marginal_tvd" in out_text and "4 regressions (0 privacy)" in out_text
