@@ -50,7 +50,7 @@ class WithFixedReleases(Accountant):
     mechanisms, as q = 1 phases) with whatever phases it is asked about, on its own curve."""
 
     def __init__(self, base: Accountant, fixed: Sequence[Phase]):
-        self.base, self.fixed, self.name = base, list(fixed), base.name
+        self.base, self.fixed, self.name, self.certified = base, list(fixed), base.name, base.certified
 
     def epsilon(self, phases: Sequence[Phase], delta: float) -> float:
         return self.base.epsilon([*self.fixed, *phases], delta)

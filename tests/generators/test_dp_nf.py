@@ -80,7 +80,7 @@ def test_two_dimensional_density_integrates_to_one():
 def test_engine_clips_the_whole_per_example_gradient_of_the_flow(engine):
     flow, x, clip = _flow(), torch.randn(32, 3) * 2, 0.5
     layers = split_clip_norm([flow], clip)
-    eng = engine(layers, Flat(), None) if engine is _HookEngine else engine([flow], layers, Flat(), None)
+    eng = engine([flow], layers, Flat(), None)
     eng.attach()
     (-flow.log_prob(x)).sum().backward()
     got = eng.collect()
