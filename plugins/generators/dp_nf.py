@@ -4,7 +4,9 @@ DP-SGD through the harness's engine, with exact log_prob (dp-nf spec §1).
 Model: `plugins.nn.flows.MAF`, [MADE(D→100→100→2D), reverse, ActNorm(identity init)] × 5 over
 N(0, I) (spec §1.2, §6.2), trained in a public working space (`plugins.nn.space`; for Life Science
 "box" is the identity, i.e. the paper's max-norm space). Optimiser Adam(β = 0.9, 0.999), lr 7e-4,
-no weight decay; flat (global-norm) clipping at C = 12 (spec §6.2, A6).
+no weight decay; flat (global-norm) clipping at C = 12 (spec §6.2, A6). Deviation: α is soft-clamped
+to |α| ≤ 7 by default (`alpha_bound`, spec A17); unbounded α overflowed to non-finite parameters
+within ~100 steps on 8 Gaussians. `alpha_bound = None` restores the paper's code.
 
 Privacy (spec §1.3–1.4, A3, A4). The engine samples Poisson batches (expected B = 100; add/remove
 adjacency), clips every per-example gradient of the whole flow, adds N(0, σ²C²) to the sum and
