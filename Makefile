@@ -2,7 +2,7 @@
 SUITE ?= smoke
 OUT ?= runs/$(SUITE)
 
-.PHONY: setup benchmark test benchmarks
+.PHONY: setup benchmark test golden benchmarks
 
 setup:
 	@bash scripts/setup.sh
@@ -14,6 +14,12 @@ benchmark: setup
 
 test: setup
 	.venv/bin/python -m pytest -q
+
+# The CI metric gate: run the golden suite and compare it with the committed baseline.
+golden: setup
+	rm -rf runs/golden
+	.venv/bin/dpgym run --suite golden --out runs/golden --no-progress
+	.venv/bin/dpgym check runs/golden --baseline leaderboard/baselines/golden.json
 
 benchmarks: setup
 	.venv/bin/python -m pytest benchmarks --benchmark-enable -q

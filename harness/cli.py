@@ -25,12 +25,17 @@ from harness.schema import SchemaError
 from harness.specs import Direction, SpecError
 from harness.store import RunStore, StoreError
 from harness.suite import (
+    DEVICES,
+    EXECUTORS,
     GeneratorConfig,
+    Settings,
     Suite,
     SuiteError,
     apply_overrides,
     load_suite,
     parse_epsilon,
+    parse_memory,
+    parse_timeout,
     suite_from_dict,
 )
 
@@ -60,6 +65,13 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--out", required=True, type=Path, help="run directory (re-running resumes it)")
     run.add_argument("--retry-failed", action="store_true", help="also redo cells that failed earlier")
     run.add_argument("--no-progress", action="store_true", help="no progress bar")
+    run.add_argument("--executor", choices=EXECUTORS,
+                     help="serial (in-process, for debugging) | processes (default) | dask")
+    run.add_argument("--workers", type=int, help="cells at once (default: the number of cores)")
+    run.add_argument("--scheduler", metavar="ADDRESS", help="dask: an existing scheduler (default: a LocalCluster)")
+    run.add_argument("--timeout", help="wall-clock limit per cell: seconds, or e.g. 30m, 2h")
+    run.add_argument("--max-memory", help="resident-memory limit per cell, e.g. 8GB, 512MiB")
+    run.add_argument("--device", choices=DEVICES, help="auto (default) | cpu | cuda, for generators that support CUDA")
 
     board = sub.add_parser("leaderboard", help="aggregate a run directory into leaderboard.csv / .md")
     board.add_argument("run_dir", type=Path)
@@ -117,6 +129,19 @@ def suite_from_args(args: argparse.Namespace) -> Suite:
     return apply_overrides(suite, args.set)
 
 
+def settings_from_args(args: argparse.Namespace) -> Settings:
+    """Execution settings given on the command line; they override the suite's [settings]."""
+    executor = args.executor or ("dask" if args.scheduler else None)
+    return Settings(
+        executor=executor,
+        workers=args.workers,
+        timeout=parse_timeout(args.timeout, "--timeout") if args.timeout else None,
+        max_memory=parse_memory(args.max_memory, "--max-memory") if args.max_memory else None,
+        device=args.device,
+        scheduler=args.scheduler,
+    )
+
+
 def metric_directions(registry: Registry) -> dict[str, Direction]:
     return {name: d for p in registry.kinds["metric"].values() for name, d in p.spec.directions.items()}
 
@@ -160,7 +185,8 @@ def cmd_list(registry: Registry, console: Console) -> None:
 def cmd_run(args: argparse.Namespace, registry: Registry, console: Console) -> None:
     suite = suite_from_args(args)
     store = RunStore(args.out)
-    summary = run_suite(suite, store, registry, retry_failed=args.retry_failed, show_progress=not args.no_progress)
+    summary = run_suite(suite, store, registry, retry_failed=args.retry_failed, show_progress=not args.no_progress,
+                        settings=settings_from_args(args))
     console.print(
         f"{summary.total} cells: {summary.ok} ran ok, {summary.skipped} already done, "
         f"{summary.failed} failed, {summary.unavailable} unavailable"

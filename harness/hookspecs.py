@@ -58,7 +58,8 @@ def dpgym_metrics() -> list[MetricSpec]:
 
 @hookspec
 def dpgym_cell_started(cell: dict[str, Any]) -> None:
-    """A cell is about to run. `cell` holds its key, generator, dataset, epsilon, delta, seed."""
+    """A cell is handed to the executor (it may queue for a free worker first). `cell` holds its
+    key, generator, dataset, epsilon, delta, seed."""
 
 
 @hookspec

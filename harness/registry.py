@@ -4,6 +4,8 @@ distribution provided each generator, dataset and metric."""
 from __future__ import annotations
 
 import difflib
+import importlib
+import os
 from dataclasses import MISSING, dataclass, fields
 from importlib.metadata import entry_points
 from types import ModuleType
@@ -15,6 +17,10 @@ from harness import hookspecs
 from harness.specs import SPEC_TYPES
 
 ENTRY_POINT_GROUP = "dpgym"
+# Developer/testing feature: extra plugins as "module" or "module:attribute" (a class is
+# instantiated), comma-separated. Read by every process that discovers plugins, so test plugins
+# reach worker processes too, where objects handed to `Registry.discover(extra=...)` cannot.
+PLUGINS_ENV = "DPGYM_PLUGINS"
 
 
 class PluginError(RuntimeError):
@@ -35,15 +41,21 @@ class Registry:
 
     HOOKS = {"generator": "dpgym_generators", "dataset": "dpgym_datasets", "metric": "dpgym_metrics"}
 
-    def __init__(self, manager: pluggy.PluginManager, packages: dict[str, str]):
+    def __init__(self, manager: pluggy.PluginManager, packages: dict[str, str], worker_plugins: str = "",
+                 direct: tuple[str, ...] = ()):
         self.manager = manager
+        # What worker processes must load beyond the entry points (a DPGYM_PLUGINS value): the
+        # variable's own plugins, and `extra` plugins that can be re-imported by name.
+        self.worker_plugins = worker_plugins
+        self.direct = direct  # names of `extra` plugins that cannot be re-imported: invisible to workers
         self.kinds: dict[str, dict[str, Provided]] = {}
         for kind, hook in self.HOOKS.items():
             self.kinds[kind] = self._collect(kind, getattr(manager.hook, hook), packages)
 
     @classmethod
     def discover(cls, extra: dict[str, ModuleType | object] | None = None) -> Registry:
-        """Load the installed entry points, plus `extra` plugins (name -> module) given directly."""
+        """Load the installed entry points, the `DPGYM_PLUGINS` modules, and `extra` plugins
+        (name -> module or object) given directly."""
         manager = pluggy.PluginManager(hookspecs.PROJECT)
         manager.add_hookspecs(hookspecs)
         packages: dict[str, str] = {}
@@ -57,10 +69,46 @@ class Registry:
                 ) from err
             cls._register(manager, plugin, ep.name, package)
             packages[ep.name] = package
+        env_plugins = os.environ.get(PLUGINS_ENV, "").strip()
+        for ref in [r.strip() for r in env_plugins.split(",") if r.strip()]:
+            where = f"{PLUGINS_ENV} ({ref})"
+            cls._register(manager, cls._load_reference(ref), ref, where)
+            packages[ref] = where
+        portable, direct = [r.strip() for r in env_plugins.split(",") if r.strip()], []
         for name, plugin in (extra or {}).items():
             cls._register(manager, plugin, name, "registered directly")
             packages[name] = "registered directly"
-        return cls(manager, packages)
+            ref = cls._reference(plugin)
+            portable.append(ref) if ref else direct.append(name)
+        return cls(manager, packages, ",".join(portable), tuple(direct))
+
+    @staticmethod
+    def _reference(plugin: object) -> str | None:
+        """How a worker process can load the same plugin: a module by name, or a stateless instance
+        of a module-level class as "module:Class"; None when it cannot (it holds state)."""
+        if isinstance(plugin, ModuleType):
+            return plugin.__name__
+        cls_ = type(plugin)
+        state = getattr(plugin, "__dict__", None)
+        if state is None or state:  # __slots__ (state unknown) or attributes set on the instance
+            return None
+        try:
+            found = getattr(importlib.import_module(cls_.__module__), cls_.__qualname__, None)
+        except ImportError:
+            return None
+        return f"{cls_.__module__}:{cls_.__qualname__}" if found is cls_ else None
+
+    @staticmethod
+    def _load_reference(ref: str) -> object:
+        """`module` or `module:attribute`; a class is instantiated (pluggy wants an instance)."""
+        module_name, _, attribute = ref.partition(":")
+        try:
+            plugin: object = importlib.import_module(module_name)
+            if attribute:
+                plugin = getattr(plugin, attribute)
+        except Exception as err:
+            raise PluginError(f"plugin {ref!r} from {PLUGINS_ENV} failed to load: {type(err).__name__}: {err}") from err
+        return plugin() if isinstance(plugin, type) else plugin
 
     @staticmethod
     def _register(manager: pluggy.PluginManager, plugin: object, name: str, package: str) -> None:

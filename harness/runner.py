@@ -5,13 +5,15 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import os
+import sys
 import threading
 import time
 import traceback
 import warnings
 import zlib
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from functools import cache
 from typing import Any
 
@@ -22,11 +24,13 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 import harness
 from harness.datafiles import DatasetUnavailable
+from harness.executors import Plan, make_executor
 from harness.privacy import Budget, Guarantee, Ledger, PrivacyViolation, reaccount
 from harness.registry import Provided, Registry
 from harness.store import RunStore
-from harness.specs import DatasetSpec, MetricContext, MetricSpec, Split
-from harness.suite import GeneratorConfig, Suite
+from harness.worker import Outcome
+from harness.specs import DatasetSpec, GeneratorSpec, MetricContext, MetricSpec, Split
+from harness.suite import GeneratorConfig, Settings, Suite
 
 STREAMS = ("fit", "sample", "evaluate")
 
@@ -129,11 +133,11 @@ class CellFailure(Exception):
         self.stage, self.error = stage, error
 
 
-def run_cell(cell: Cell, registry: Registry) -> tuple[dict[str, Any], dict[str, Any] | None, pd.DataFrame | None]:
-    """Run one cell; never raises for a plugin's fault. Returns (result, ledger, synthetic)."""
+def cell_header(cell: Cell, registry: Registry) -> dict[str, Any]:
+    """What result.json says about a cell before it runs (also used for cells killed by a limit)."""
     provided = registry.get("generator", cell.generator.name)
     dataset = registry.dataset(cell.dataset)
-    result: dict[str, Any] = {
+    return {
         "format": "dpgym-result/1",
         "cell": cell.describe(),
         "generator": {
@@ -148,12 +152,50 @@ def run_cell(cell: Cell, registry: Registry) -> tuple[dict[str, Any], dict[str, 
         "timings": {},
         "warnings": [],
     }
+
+
+def resolve_device(requested: str, spec: GeneratorSpec) -> str:
+    """The device a cell runs on. A generator can use a GPU iff it takes a `device` hyper-parameter
+    (docs/plugins.md); torch is imported only for such a generator."""
+    if requested == "cpu" or "device" not in spec.defaults:
+        return "cpu"
+    import torch
+
+    if torch.cuda.is_available():
+        return "cuda"
+    if requested == "cuda":
+        raise CellFailure("device", RuntimeError("device 'cuda' requested but torch.cuda.is_available() is False"))
+    return "cpu"
+
+
+def _deterministic_torch(device: str, spec: GeneratorSpec) -> None:
+    """Deterministic kernels wherever torch is in use (a generator with a device hyper-parameter, or
+    a plugin module that imported it); a torch-free cell never imports it."""
+    if "device" not in spec.defaults and "torch" not in sys.modules:
+        return
+    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # needed by deterministic cuBLAS
+    import torch
+
+    torch.use_deterministic_algorithms(True)
+    if device == "cuda":
+        torch.cuda.reset_peak_memory_stats()
+
+
+def run_cell(cell: Cell, registry: Registry, device: str = "cpu",
+             ) -> tuple[dict[str, Any], dict[str, Any] | None, pd.DataFrame | None]:
+    """Run one cell; never raises for a plugin's fault. Returns (result, ledger, synthetic)."""
+    provided = registry.get("generator", cell.generator.name)
+    dataset = registry.dataset(cell.dataset)
+    result = cell_header(cell, registry)
     ledger_json: dict[str, Any] | None = None
     synthetic: pd.DataFrame | None = None
     started = time.perf_counter()
     with PeakRss() as rss, warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
+            # An explicit `device` hyper-parameter (suite or --set) wins over the run's --device.
+            result["device"] = resolve_device(str(cell.generator.params.get("device", device)), provided.spec)
+            _deterministic_torch(result["device"], provided.spec)
             metrics = [registry.metric(name) for name in cell.metrics]
             ledger_json, synthetic = _execute(cell, provided, dataset, metrics, result)
             result["status"] = "ok"
@@ -168,6 +210,10 @@ def run_cell(cell: Cell, registry: Registry) -> tuple[dict[str, Any], dict[str, 
     result["warnings"] = sorted({f"{w.category.__name__}: {w.message}" for w in caught})
     result["timings"]["total_seconds"] = time.perf_counter() - started
     result["peak_rss_mb"] = rss.peak / 2**20
+    if result["device"] == "cuda":
+        import torch
+
+        result["peak_gpu_mb"] = torch.cuda.max_memory_allocated() / 2**20
     result.pop("_ledger", None)
     return result, ledger_json, synthetic
 
@@ -194,7 +240,10 @@ def _execute(cell: Cell, provided: Provided, dataset: DatasetSpec, metrics: list
     seeds = result["seeds"]
     split: Split = _timed(result, "load_seconds", "load", lambda: _load_split(dataset.load))
     schema = dataset.schema()
-    generator = _stage("build", lambda: spec.build(cell.generator.params))
+    params = dict(cell.generator.params)
+    if "device" in spec.defaults:  # the generator can use a GPU: it gets the device resolved for it
+        params["device"] = result["device"]
+    generator = _stage("build", lambda: spec.build(params))
     train = split.train.copy()  # the generator gets its own copy: it cannot alter what metrics see
     ledger: Ledger = _timed(result, "fit_seconds", "fit", lambda: generator.fit(train, schema, cell.budget, seeds["fit"]))
     if not isinstance(ledger, Ledger):
@@ -217,6 +266,9 @@ def _execute(cell: Cell, provided: Provided, dataset: DatasetSpec, metrics: list
     result["metrics"], result["metric_detail"] = {}, {}
     start = time.perf_counter()
     for metric in metrics:
+        if metric.requires_target and schema.target is None:
+            result["metric_detail"][metric.name] = {"skipped": f"dataset {dataset.name!r} has no target column"}
+            continue
         output = _stage("evaluate", lambda metric=metric: metric.evaluate(context))
         result["metrics"].update({k: float(v) for k, v in output.values.items()})
         result["metric_detail"][metric.name] = output.detail
@@ -241,14 +293,33 @@ def _notify(registry: Registry, hook: str, **kwargs: Any) -> None:
         warnings.warn(f"observer hook {hook} raised {type(err).__name__}: {err}", stacklevel=2)
 
 
+def outcome_result(cell: Cell, outcome: Outcome, registry: Registry) -> dict[str, Any]:
+    """The result.json of a finished cell; a cell whose process was killed or crashed is failed."""
+    if outcome.failure is None:
+        result = outcome.result
+        result["peak_rss_mb"] = max(result["peak_rss_mb"], outcome.peak_rss_mb)
+        result["warnings"] = sorted({*result["warnings"], *outcome.notes})
+        return result
+    result = cell_header(cell, registry)
+    failure = dict(outcome.failure)
+    result.update(status="failed", peak_rss_mb=outcome.peak_rss_mb, warnings=outcome.notes,
+                  error={"stage": "worker", **failure})
+    result["timings"]["total_seconds"] = outcome.wall_seconds
+    return result
+
+
 def run_suite(suite: Suite, store: RunStore, registry: Registry, retry_failed: bool = False,
-              show_progress: bool = True) -> RunSummary:
-    """Run every cell of the suite not already finished in `store` (failed ones too with `retry_failed`)."""
+              show_progress: bool = True, settings: Settings | None = None) -> RunSummary:
+    """Run every cell of the suite not already finished in `store` (failed ones too with `retry_failed`).
+
+    `settings` (from the CLI) take precedence over the suite's own [settings].
+    """
+    plan = Plan.resolve((settings or Settings()).over(suite.settings))
     cells = expand(suite, registry)
     redo = {"failed", "unavailable"} if retry_failed else set()
     summary = RunSummary(total=len(cells), messages=[])
     with store.locked():
-        store.write_manifest(suite.to_dict())
+        store.write_manifest(suite.to_dict(), execution=asdict(plan))
         todo = []
         for cell in cells:
             status = store.status(cell.key)
@@ -260,26 +331,31 @@ def run_suite(suite: Suite, store: RunStore, registry: Registry, retry_failed: b
             TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
             TextColumn("ok {task.fields[ok]} · failed {task.fields[failed]} · {task.fields[running]}"),
             TimeRemainingColumn(), disable=not show_progress, transient=False,
-        ) as progress:
-            task = progress.add_task(suite.name, total=len(cells), completed=summary.skipped, ok=0, failed=0, running="")
+        ) as progress, make_executor(plan, registry) as executor:
+            task = progress.add_task(suite.name, total=len(cells), completed=summary.skipped, ok=0, failed=0,
+                                     running=f"{min(plan.workers, len(todo))} running")
             for cell in todo:
-                what = f"{cell.generator.display} × {cell.dataset} × ε={cell.epsilon:g} × seed {cell.seed}"
-                progress.update(task, running=f"running {what}")
                 _notify(registry, "dpgym_cell_started", cell=cell.describe())
-                result, ledger, synthetic = run_cell(cell, registry)
-                store.write_cell(cell.key, result, ledger, synthetic)
+            for done, (cell, outcome) in enumerate(executor.run(todo), start=1):
+                result = outcome_result(cell, outcome, registry)
+                store.write_cell(cell.key, result, outcome.ledger, outcome.synthetic)
                 _notify(registry, "dpgym_cell_finished", cell=cell.describe(), result=result)
-                status = result["status"]
-                if status == "ok":
-                    summary.ok += 1
-                elif status == "unavailable":
-                    summary.unavailable += 1
-                    summary.messages.append(f"{cell.dataset} unavailable: {result['error']['message']}")
-                else:
-                    summary.failed += 1
-                    err = result["error"]
-                    summary.messages.append(f"failed {what} at {err['stage']}: {err['type']}: {err['message']}")
-                progress.update(task, advance=1, ok=summary.ok, failed=summary.failed + summary.unavailable)
-            progress.update(task, running="done")
+                _count(summary, cell, result)
+                progress.update(task, advance=1, ok=summary.ok, failed=summary.failed + summary.unavailable,
+                                running=f"{min(plan.workers, len(todo) - done)} running")
     summary.messages = list(dict.fromkeys(summary.messages))
     return summary
+
+
+def _count(summary: RunSummary, cell: Cell, result: dict[str, Any]) -> None:
+    status = result["status"]
+    what = f"{cell.generator.display} × {cell.dataset} × ε={cell.epsilon:g} × seed {cell.seed}"
+    if status == "ok":
+        summary.ok += 1
+    elif status == "unavailable":
+        summary.unavailable += 1
+        summary.messages.append(f"{cell.dataset} unavailable: {result['error']['message']}")
+    else:
+        summary.failed += 1
+        err = result["error"]
+        summary.messages.append(f"failed {what} at {err['stage']}: {err['type']}: {err['message']}")

@@ -6,7 +6,9 @@
     DIR/cells/<key>/synthetic.parquet
 
 A cell folder appears only complete (written under a temporary name, then renamed), so a run
-killed at any moment resumes by redoing exactly the cells whose folder is missing.
+killed at any moment resumes by redoing exactly the cells whose folder is missing. Only the driver
+writes here, under an exclusive lock; leftovers of a killed writer (`.tmp-*`, `.old-*`, `.*.tmp`)
+are never read as cells and are removed by the next run that takes the lock.
 """
 
 from __future__ import annotations
@@ -78,12 +80,23 @@ class RunStore:
                 fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
                 raise StoreError(f"another dpgym run is writing {self.root}") from None
+            self._remove_leftovers()
             yield
 
-    def write_manifest(self, suite: dict[str, Any]) -> None:
+    def _remove_leftovers(self) -> None:
+        """Temporary files of a writer killed mid-write; safe to delete because we hold the lock."""
+        for path in [*self.cells.glob(".tmp-*"), *self.cells.glob(".old-*"), *self.root.glob(".*.tmp")]:
+            if path.is_dir():
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                path.unlink(missing_ok=True)
+
+    def write_manifest(self, suite: dict[str, Any], execution: dict[str, Any] | None = None) -> None:
+        """Written before any cell: what was asked, with what software, and each (re)start's executor."""
         path = self.root / "run.json"
         history = json.loads(path.read_text()).get("history", []) if path.exists() else []
-        history.append({"started": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "argv": sys.argv[1:]})
+        history.append({"started": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "argv": sys.argv[1:],
+                        "pid": os.getpid(), "execution": execution or {}})
         write_json_atomic(path, {
             "format": "dpgym-run/1",
             "suite": suite,

@@ -13,13 +13,22 @@ A suite file (``leaderboard/suites/NAME.toml``)::
     name = "independent"
     label = "independent-laplace"       # optional: tells two configurations apart
     params = { mechanism = "laplace" }
+
+    [settings]                # optional: how the cells run; never part of a cell's key
+    executor = "processes"    # serial | processes | dask
+    workers = 2               # default: the number of cores
+    timeout = "2h"            # wall clock per cell: seconds, or "90s", "30m", "2h"
+    max_memory = "8GB"        # resident memory per cell (kB, MB, GB, KiB, MiB, GiB)
+    device = "auto"           # auto | cpu | cuda
+    scheduler = "tcp://host:8786"       # dask only: an existing cluster
 """
 
 from __future__ import annotations
 
 import math
+import re
 import tomllib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +50,88 @@ class GeneratorConfig:
         return self.label or self.name
 
 
+EXECUTORS = ("serial", "processes", "dask")
+DEVICES = ("auto", "cpu", "cuda")
+_MEMORY_UNITS = {"b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
+                 "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
+_TIME_UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+@dataclass(frozen=True)
+class Settings:
+    """How a run executes (not what it computes): unset fields fall back to the defaults."""
+
+    executor: str | None = None
+    workers: int | None = None
+    timeout: float | None = None  # seconds of wall clock per cell
+    max_memory: int | None = None  # bytes of resident memory per cell
+    device: str | None = None
+    scheduler: str | None = None  # dask scheduler address
+
+    def __post_init__(self) -> None:
+        if self.executor is not None and self.executor not in EXECUTORS:
+            raise SuiteError(f"executor must be one of {', '.join(EXECUTORS)}, got {self.executor!r}")
+        if self.device is not None and self.device not in DEVICES:
+            raise SuiteError(f"device must be one of {', '.join(DEVICES)}, got {self.device!r}")
+        if self.workers is not None and self.workers < 1:
+            raise SuiteError(f"workers must be ≥ 1, got {self.workers}")
+        if self.timeout is not None and not self.timeout > 0:
+            raise SuiteError(f"timeout must be positive, got {self.timeout}")
+        if self.max_memory is not None and not self.max_memory > 0:
+            raise SuiteError(f"max_memory must be positive, got {self.max_memory}")
+
+    def over(self, base: Settings) -> Settings:
+        """These settings, falling back to `base` where unset (CLI over suite)."""
+        return Settings(**{f.name: getattr(self, f.name) if getattr(self, f.name) is not None else getattr(base, f.name)
+                           for f in fields(self)})
+
+    def to_dict(self) -> dict[str, Any]:
+        """As a suite file's [settings] (reads back with `settings_from_dict`): memory in bytes, "…B"."""
+        raw = {f.name: getattr(self, f.name) for f in fields(self) if getattr(self, f.name) is not None}
+        if "max_memory" in raw:
+            raw["max_memory"] = f"{raw['max_memory']}B"
+        return raw
+
+
+def parse_memory(value: Any, where: str) -> int:
+    """'8GB', '512MiB' (a unit is required: a bare number is ambiguous between bytes and MB)."""
+    match = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([a-zA-Z]+)\s*", str(value))
+    if not match or match.group(2).lower() not in _MEMORY_UNITS:
+        raise SuiteError(f"{where}: max_memory {value!r} needs a unit, e.g. '8GB' or '512MiB'")
+    return int(float(match.group(1)) * _MEMORY_UNITS[match.group(2).lower()])
+
+
+def parse_timeout(value: Any, where: str) -> float:
+    """Seconds as a number, or '90s', '30m', '2h', '1d'."""
+    match = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([smhd]?)\s*", str(value))
+    if not match or isinstance(value, bool):
+        raise SuiteError(f"{where}: timeout {value!r} is not a duration (seconds, or e.g. '30m', '2h')")
+    return float(match.group(1)) * _TIME_UNITS[match.group(2)]
+
+
+def settings_from_dict(raw: dict[str, Any], where: str) -> Settings:
+    allowed = {f.name for f in fields(Settings)}
+    unknown = sorted(set(raw) - allowed)
+    if unknown:
+        raise SuiteError(f"{where}: unknown keys {unknown} in [settings] (allowed: {', '.join(sorted(allowed))})")
+    workers = raw.get("workers")
+    if workers is not None and (not isinstance(workers, int) or isinstance(workers, bool)):
+        raise SuiteError(f"{where}: workers must be an integer, got {workers!r}")
+    try:
+        return Settings(
+            executor=raw.get("executor"),
+            workers=workers,
+            timeout=parse_timeout(raw["timeout"], where) if "timeout" in raw else None,
+            max_memory=parse_memory(raw["max_memory"], where) if "max_memory" in raw else None,
+            device=raw.get("device"),
+            scheduler=raw.get("scheduler"),
+        )
+    except SuiteError as err:
+        if str(err).startswith(where):
+            raise
+        raise SuiteError(f"{where}: {err}") from None
+
+
 @dataclass(frozen=True)
 class Suite:
     name: str
@@ -50,6 +141,7 @@ class Suite:
     seeds: tuple[int, ...]
     delta: float = 1e-5
     metrics: tuple[str, ...] | None = None  # None: every installed metric
+    settings: Settings = Settings()
 
     def __post_init__(self) -> None:
         for what in ("generators", "datasets", "epsilons", "seeds"):
@@ -74,6 +166,7 @@ class Suite:
             "delta": self.delta,
             "seeds": list(self.seeds),
             "metrics": list(self.metrics) if self.metrics is not None else None,
+            "settings": self.settings.to_dict(),
         }
 
 
@@ -95,7 +188,7 @@ def parse_epsilon(value: Any, where: str) -> float:
 
 
 def suite_from_dict(raw: dict[str, Any], where: str) -> Suite:
-    allowed = {"name", "description", "generators", "datasets", "epsilons", "delta", "seeds", "metrics"}
+    allowed = {"name", "description", "generators", "datasets", "epsilons", "delta", "seeds", "metrics", "settings"}
     unknown = sorted(set(raw) - allowed)
     if unknown:
         raise SuiteError(f"{where}: unknown keys {unknown} (allowed: {', '.join(sorted(allowed))})")
@@ -116,6 +209,7 @@ def suite_from_dict(raw: dict[str, Any], where: str) -> Suite:
         seeds=parse_seeds(raw.get("seeds", 1), where),
         delta=float(raw.get("delta", 1e-5)),
         metrics=tuple(metrics) if metrics is not None else None,
+        settings=settings_from_dict(raw.get("settings", {}), where),
     )
 
 
@@ -152,4 +246,4 @@ def apply_overrides(suite: Suite, overrides: list[str]) -> Suite:
         for i in hits:
             g = generators[i]
             generators[i] = GeneratorConfig(g.name, {**g.params, param: value}, g.label)
-    return Suite(suite.name, tuple(generators), suite.datasets, suite.epsilons, suite.seeds, suite.delta, suite.metrics)
+    return replace(suite, generators=tuple(generators))

@@ -2,9 +2,27 @@
 
 from __future__ import annotations
 
+import ctypes
+import os
+import time
+import warnings
+
+import numpy as np
 import pandas as pd
 
-from harness import Budget, GeneratorSpec, Guarantee, Ledger, LedgerEntry, Schema, hookimpl
+from harness import (
+    Budget,
+    Direction,
+    GeneratorSpec,
+    Guarantee,
+    Ledger,
+    LedgerEntry,
+    MetricContext,
+    MetricResult,
+    MetricSpec,
+    Schema,
+    hookimpl,
+)
 from plugins.generators.independent import SPEC as INDEPENDENT_SPEC
 from plugins.generators.independent import Independent
 from plugins.generators.uniform import Uniform
@@ -70,3 +88,79 @@ class QuieterGenerators:
     def dpgym_generators(self) -> list[GeneratorSpec]:
         return [GeneratorSpec(name="quieter_independent", version="1", factory=QuieterIndependent,
                               guarantee=Guarantee.FORMAL, defaults=INDEPENDENT_SPEC.defaults)]
+
+
+# --- generators that break their process, for the executors' isolation and limits ---------------
+
+
+class Sleeper(Uniform):
+    """Never finishes fitting: only a wall-clock limit stops it."""
+
+    def fit(self, train: pd.DataFrame, schema: Schema, budget: Budget, seed: int) -> Ledger:
+        while True:
+            time.sleep(1)
+
+
+class Hog(Uniform):
+    """Allocates (and touches) 128 MiB after 128 MiB: only a memory limit stops it."""
+
+    def fit(self, train: pd.DataFrame, schema: Schema, budget: Budget, seed: int) -> Ledger:
+        hoard = []
+        while True:
+            hoard.append(np.ones(2**24))  # 128 MiB of float64, written so it is resident
+
+
+class Exiter(Uniform):
+    """Leaves the interpreter without a word, as a crashing C extension or a stray sys.exit would."""
+
+    def fit(self, train: pd.DataFrame, schema: Schema, budget: Budget, seed: int) -> Ledger:
+        os._exit(3)
+
+
+class Segfaulter(Uniform):
+    def fit(self, train: pd.DataFrame, schema: Schema, budget: Budget, seed: int) -> Ledger:
+        ctypes.string_at(0)  # dereferences NULL: SIGSEGV
+        raise AssertionError("unreachable")
+
+
+class Probe(Uniform):
+    """Reports, as warnings in result.json, the device it was given and the threads it may use."""
+
+    def __init__(self, device: str = "auto"):
+        self.device = device
+
+    def fit(self, train: pd.DataFrame, schema: Schema, budget: Budget, seed: int) -> Ledger:
+        import torch  # imported here, in the worker, as a deep-learning generator would
+
+        warnings.warn(f"device={self.device} omp={os.environ.get('OMP_NUM_THREADS')} "
+                      f"torch_threads={torch.get_num_threads()}", stacklevel=1)
+        return super().fit(train, schema, budget, seed)
+
+
+class ExecutionFaults:
+    @hookimpl
+    def dpgym_generators(self) -> list[GeneratorSpec]:
+        return [_spec("sleeper", Sleeper, Guarantee.PURE), _spec("hog", Hog, Guarantee.PURE),
+                _spec("exiter", Exiter, Guarantee.PURE), _spec("segfaulter", Segfaulter, Guarantee.PURE),
+                GeneratorSpec(name="probe", version="1", factory=Probe, guarantee=Guarantee.PURE,
+                              defaults={"device": "auto"})]
+
+
+# --- a cheap deterministic metric, so leaderboards of test runs have metric columns -------------
+
+
+def _column_means(ctx: MetricContext) -> MetricResult:
+    time.sleep(0.2)  # a little work per cell, so that a kill lands mid-run
+    return MetricResult({"probe_age_mean": float(ctx.synthetic["age"].mean()),
+                         "probe_hours_mean": float(ctx.synthetic["hours-per-week"].mean())})
+
+
+class ProbeMetrics:
+    @hookimpl
+    def dpgym_metrics(self) -> list[MetricSpec]:
+        return [MetricSpec(name="probe", version="1", evaluate=_column_means,
+                           directions={"probe_age_mean": Direction.HIGHER, "probe_hours_mean": Direction.HIGHER})]
+
+
+FAULTY = "tests.fake_plugins:FaultyGenerators"
+EXECUTION = f"{FAULTY},tests.fake_plugins:ExecutionFaults,tests.fake_plugins:ProbeMetrics"

@@ -13,7 +13,7 @@ from harness.registry import Registry
 from harness.runner import expand, seed_streams
 from harness.store import RunStore, StoreError
 from harness.suite import GeneratorConfig, Suite, SuiteError, apply_overrides, load_suite
-from tests.fake_plugins import FaultyGenerators
+from tests.fake_plugins import FAULTY
 
 
 def grid(*generators: str, seeds=(0, 1), epsilons=(1.0,)) -> Suite:
@@ -22,7 +22,10 @@ def grid(*generators: str, seeds=(0, 1), epsilons=(1.0,)) -> Suite:
 
 @pytest.fixture(scope="module")
 def registry() -> Registry:
-    return Registry.discover(extra={"faulty": FaultyGenerators()})
+    # Through DPGYM_PLUGINS, not objects: cells run in worker processes, which discover plugins anew.
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("DPGYM_PLUGINS", FAULTY)
+        return Registry.discover()
 
 
 def run(suite: Suite, out, registry: Registry, **kwargs):
@@ -132,3 +135,12 @@ def test_smoke_suite_file_parses():
     suite = load_suite("smoke")
     assert [g.name for g in suite.generators] == ["uniform", "independent", "real"]
     assert suite.seeds == (0, 1) and suite.epsilons == (1.0,)
+
+
+def test_target_metrics_are_skipped_on_datasets_without_a_target(registry, tmp_path):
+    suite = Suite("toy", (GeneratorConfig("uniform"),), ("half_moons",), (1.0,), (0,), 1e-5,
+                  metrics=("fidelity", "utility"))
+    run(suite, tmp_path, registry)
+    (result,) = RunStore(tmp_path).results()
+    assert result["status"] == "ok" and "marginal_tvd" in result["metrics"]
+    assert "no target column" in result["metric_detail"]["utility"]["skipped"]

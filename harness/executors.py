@@ -1,0 +1,176 @@
+"""Executors: where cells run. The driver hands cells to one and writes what comes back.
+
+- ``serial``: in the driver process, one after another (debugging: breakpoints work; no limits).
+- ``processes``: every cell in its own child process under its time and memory limits, up to
+  ``workers`` at once (default: the number of cores); each child gets cores // workers threads.
+- ``dask``: the same isolated child, started by a ``dask.distributed`` worker, on an existing
+  cluster (``scheduler``) or a LocalCluster of ``workers`` processes.
+
+Only results travel back; the driver alone writes the run directory, so a worker (or an orphan of
+a killed driver) can never leave a half-written cell behind.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Iterator
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass, replace
+from typing import Any
+
+from harness.registry import PluginError, Registry
+from harness.suite import Settings, SuiteError
+from harness.worker import CellTask, Outcome, run_isolated, start_forkserver
+
+DEFAULTS = Settings(executor="processes", device="auto")
+
+
+def cpu_count() -> int:
+    """Cores this process may use (respects affinity masks and cgroup cpusets)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:
+        return os.cpu_count() or 1
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Resolved execution settings: what the run manifest records."""
+
+    executor: str
+    workers: int
+    threads: int  # per worker
+    timeout: float | None
+    max_memory: int | None
+    device: str
+    scheduler: str | None
+
+    @classmethod
+    def resolve(cls, settings: Settings) -> Plan:
+        s = settings.over(DEFAULTS)
+        workers = s.workers or (1 if s.executor == "serial" else cpu_count())
+        if s.scheduler and s.executor != "dask":
+            raise SuiteError(f"a scheduler address is only used by the dask executor, not {s.executor!r}")
+        return cls(s.executor, workers, max(1, cpu_count() // workers), s.timeout, s.max_memory, s.device,
+                   s.scheduler)
+
+
+class SerialExecutor:
+    """Cells run in the driver itself: no isolation, no limits; for debugging a plugin."""
+
+    def __init__(self, plan: Plan, registry: Registry):
+        self.plan, self.registry = plan, registry
+
+    def __enter__(self) -> SerialExecutor:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+    def run(self, cells: list[Any]) -> Iterator[tuple[Any, Outcome]]:
+        from harness.runner import run_cell
+
+        for cell in cells:
+            result, ledger, synthetic = run_cell(cell, self.registry, device=self.plan.device)
+            yield cell, Outcome(result, ledger, synthetic, peak_rss_mb=result["peak_rss_mb"])
+
+
+def _task(plan: Plan, registry: Registry, cell: Any) -> CellTask:
+    return CellTask(cell, registry.worker_plugins, plan.device, plan.threads, plan.timeout, plan.max_memory)
+
+
+def _require_discoverable(registry: Registry, executor: str) -> None:
+    if registry.direct:
+        raise PluginError(
+            f"plugins {', '.join(registry.direct)} were registered as objects with state, which the {executor} "
+            f"executor's worker processes cannot re-create; register them through DPGYM_PLUGINS=module:attr "
+            "or an entry point, or use the serial executor")
+
+
+class ProcessExecutor:
+    """Up to `workers` isolated children at once, each supervised by a driver thread."""
+
+    def __init__(self, plan: Plan, registry: Registry):
+        _require_discoverable(registry, "processes")
+        self.plan, self.registry = plan, registry
+        self.cancel = threading.Event()
+
+    def __enter__(self) -> ProcessExecutor:
+        self.pool = ThreadPoolExecutor(self.plan.workers, thread_name_prefix="dpgym-supervisor")
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.cancel.set()  # on an exception or Ctrl-C, running children are killed, queued ones dropped
+        self.pool.shutdown(wait=True, cancel_futures=True)
+
+    def run(self, cells: list[Any]) -> Iterator[tuple[Any, Outcome]]:
+        if not cells:
+            return
+        start_forkserver(self.registry.worker_plugins, sorted({c.dataset for c in cells}))
+        env = dict(os.environ)
+        pending: dict[Future[Outcome], Any] = {
+            self.pool.submit(run_isolated, replace(_task(self.plan, self.registry, c), env=env), self.cancel): c
+            for c in cells}
+        while pending:
+            done, _ = wait(pending, return_when=FIRST_COMPLETED)
+            for future in done:
+                yield pending.pop(future), future.result()
+
+
+class DaskExecutor:
+    """Isolated children started by dask workers; a LocalCluster when no scheduler is given."""
+
+    def __init__(self, plan: Plan, registry: Registry):
+        _require_discoverable(registry, "dask")
+        self.plan, self.registry = plan, registry
+
+    def __enter__(self) -> DaskExecutor:
+        try:
+            import dask
+            from distributed import Client, LocalCluster
+        except ImportError as err:
+            raise SuiteError("the dask executor needs dask and distributed: pip install 'dpgym[dask]'") from err
+        self.cluster = None
+        if self.plan.scheduler:
+            self.client = Client(self.plan.scheduler)
+        else:
+            # Workers start the cells' child processes: a daemonic worker may not have children.
+            # memory_limit=0: each cell has its own limit; dask must not kill a whole worker.
+            with dask.config.set({"distributed.worker.daemon": False}):
+                self.cluster = LocalCluster(n_workers=self.plan.workers, threads_per_worker=1, processes=True,
+                                            memory_limit=0, dashboard_address=None)
+            self.client = Client(self.cluster)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.client.close()
+        if self.cluster is not None:
+            self.cluster.close()
+
+    def run(self, cells: list[Any]) -> Iterator[tuple[Any, Outcome]]:
+        from distributed import as_completed
+
+        # On our LocalCluster we know the share of cores; on a remote worker it is found there.
+        local = self.cluster is not None
+        futures = {}
+        for cell in cells:
+            task = _task(self.plan, self.registry, cell)
+            task = task if local else replace(task, threads=None)
+            futures[self.client.submit(run_isolated, task, key=f"dpgym-cell-{cell.key}", pure=False,
+                                       retries=0)] = cell
+        for future in as_completed(futures):
+            cell = futures[future]
+            try:
+                outcome = future.result()
+            except Exception as err:  # the dask worker itself died or the task could not start
+                outcome = Outcome(failure={"reason": "worker error", "type": type(err).__name__,
+                                           "message": f"worker error: dask: {type(err).__name__}: {err}"})
+            yield cell, outcome
+
+
+EXECUTORS = {"serial": SerialExecutor, "processes": ProcessExecutor, "dask": DaskExecutor}
+
+
+def make_executor(plan: Plan, registry: Registry) -> SerialExecutor | ProcessExecutor | DaskExecutor:
+    return EXECUTORS[plan.executor](plan, registry)

@@ -1,0 +1,275 @@
+"""One cell in its own child process, under a wall-clock and a resident-memory limit.
+
+`run_isolated` is the supervisor: it forks a child from a forkserver (imports and plugin discovery
+already paid for in the server, so a cell starts in milliseconds, not seconds), watches it and
+returns an `Outcome`. It runs in the driver (the `processes` executor, one thread per busy worker)
+or inside a dask worker (the `dask` executor); either way only the driver writes the store.
+
+Why an RSS watchdog rather than RLIMIT_AS: the address-space limit counts virtual reservations,
+and torch, OpenBLAS and glibc arenas reserve far more address space than they touch, so a limit
+that is safe for real use either fails healthy cells or is too loose to catch a runaway one; a
+plugin may also catch the resulting MemoryError and misreport it. Sampling the resident set of the
+child and its descendants every 50 ms and SIGKILLing the tree is exact about what we care about
+(physical memory) at the price of a short overshoot for very fast allocators.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import signal
+import sys
+import threading
+import time
+import traceback
+from dataclasses import dataclass, field, replace
+from functools import cache
+from typing import Any
+
+import psutil
+
+POLL_SECONDS = 0.05
+DESCENDANTS_EVERY = 1.0  # listing descendants scans all of /proc: refreshed once a second, not per poll
+THREAD_ENV = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUMEXPR_NUM_THREADS",
+              "VECLIB_MAXIMUM_THREADS")
+WARM_DATASETS_ENV = "DPGYM_WARM_DATASETS"  # read by harness.worker_preload in the forkserver
+
+
+@dataclass(frozen=True)
+class CellTask:
+    """Everything a child needs to run a cell; plain data, so it pickles to any worker."""
+
+    cell: Any  # harness.runner.Cell
+    plugins: str = ""  # DPGYM_PLUGINS value to discover in the child
+    device: str = "auto"
+    threads: int | None = 1  # None: the worker's cores // its task slots (a remote dask worker)
+    timeout: float | None = None
+    max_memory: int | None = None
+    # The driver's environment when the cell was handed over: the forkserver's is a snapshot of
+    # an earlier moment (None on a dask worker, whose own environment is the right one).
+    env: dict[str, str] | None = None
+
+
+@dataclass
+class Outcome:
+    """A finished cell as the child reported it, or why the child produced nothing."""
+
+    result: dict[str, Any] | None = None
+    ledger: dict[str, Any] | None = None
+    synthetic: Any = None  # pandas.DataFrame
+    failure: dict[str, Any] | None = None  # {"reason", "type", "message", ...} when killed or crashed
+    peak_rss_mb: float = 0.0  # of the child's process tree, as the supervisor saw it
+    wall_seconds: float = 0.0
+    notes: list[str] = field(default_factory=list)
+
+
+# --- child side --------------------------------------------------------------------------------
+
+
+@cache
+def worker_registry(plugins: str) -> Any:
+    """Plugins discovered once per process for a given DPGYM_PLUGINS value (forked warm)."""
+    from harness.registry import PLUGINS_ENV, Registry
+
+    if plugins:
+        os.environ[PLUGINS_ENV] = plugins
+    else:
+        os.environ.pop(PLUGINS_ENV, None)
+    return Registry.discover()
+
+
+def limit_threads(threads: int) -> None:
+    """Keep workers from oversubscribing cores: env for libraries loaded later, threadpoolctl and
+    torch for those already loaded (torch only if a plugin imported it: never imported here)."""
+    for name in THREAD_ENV:
+        os.environ[name] = str(threads)
+    from threadpoolctl import threadpool_limits
+
+    threadpool_limits(limits=threads)
+    if "torch" in sys.modules:
+        sys.modules["torch"].set_num_threads(threads)
+
+
+def _exit_when_orphaned(supervisor_pid: int, supervisor_started: float) -> None:
+    """An orphan must not burn a core for hours after its driver was killed: it dies too."""
+
+    def watch() -> None:
+        while True:
+            time.sleep(0.5)
+            try:
+                alive = psutil.Process(supervisor_pid).create_time() == supervisor_started
+            except psutil.Error:
+                alive = False
+            if not alive:
+                os._exit(70)
+
+    threading.Thread(target=watch, daemon=True, name="dpgym-orphan-watch").start()
+
+
+def _child_main(conn: Any, task: CellTask, supervisor: tuple[int, float]) -> None:
+    _exit_when_orphaned(*supervisor)
+    try:
+        if task.env is not None:
+            os.environ.clear()
+            os.environ.update(task.env)
+        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # before any CUDA context exists
+        limit_threads(task.threads)
+        from harness.runner import run_cell
+
+        result, ledger, synthetic = run_cell(task.cell, worker_registry(task.plugins), device=task.device)
+        result["execution"] = {"pid": os.getpid(), "host": os.uname().nodename, "threads": task.threads,
+                               "cpu_seconds": time.process_time()}  # this process's whole life, since its fork
+        conn.send(("ok", (result, ledger, synthetic)))
+    except BaseException as err:  # the harness's own fault in the child: report it, don't hang
+        conn.send(("error", {"type": type(err).__name__, "message": str(err),
+                             "traceback": "".join(traceback.format_exception(err))}))
+    finally:
+        conn.close()
+
+
+# --- supervisor side ---------------------------------------------------------------------------
+
+
+def _context() -> multiprocessing.context.BaseContext:
+    """A forkserver whose preload warms imports, plugins and the datasets named in the env."""
+    ctx = multiprocessing.get_context("forkserver")
+    ctx.set_forkserver_preload(["harness.worker_preload"])
+    return ctx
+
+
+def start_forkserver(plugins: str, datasets: list[str]) -> None:
+    """Start (and warm) the forkserver now rather than inside the first cell's time limit.
+
+    The server reads the warm-up lists from its environment when it starts; a server already
+    running keeps its warm state, which is only an optimisation: children rediscover as needed.
+    """
+    from harness.registry import PLUGINS_ENV
+
+    ctx = _context()
+    saved = {name: os.environ.get(name) for name in (WARM_DATASETS_ENV, PLUGINS_ENV)}
+    os.environ.update({WARM_DATASETS_ENV: ",".join(datasets), PLUGINS_ENV: plugins})
+    try:
+        probe = ctx.Process(target=os.getpid, name="dpgym-forkserver-probe")
+        probe.start()  # returns once the server has finished its preload and forked the probe
+        probe.join()
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+class _Tree:
+    """The child and its descendants (e.g. a joblib pool a plugin starts), for RSS and killing."""
+
+    def __init__(self, pid: int):
+        self.root = psutil.Process(pid)
+        self.members = [self.root]
+        self.listed = time.monotonic()
+
+    def processes(self, fresh: bool = False) -> list[psutil.Process]:
+        if fresh or time.monotonic() - self.listed > DESCENDANTS_EVERY:
+            try:
+                self.members = [self.root, *self.root.children(recursive=True)]
+            except psutil.Error:
+                self.members = [self.root]
+            self.listed = time.monotonic()
+        return self.members
+
+
+def _rss(processes: list[psutil.Process]) -> int:
+    total = 0
+    for p in processes:
+        try:
+            total += p.memory_info().rss
+        except psutil.Error:
+            continue
+    return total
+
+
+def _kill(processes: list[psutil.Process]) -> None:
+    for p in processes:
+        try:
+            p.kill()
+        except psutil.Error:
+            continue
+
+
+def _crash_reason(exitcode: int | None) -> str:
+    if exitcode is not None and exitcode < 0:
+        try:
+            name = signal.Signals(-exitcode).name
+        except ValueError:
+            name = f"signal {-exitcode}"
+        return f"crashed (signal {name})"
+    return f"crashed (exit code {exitcode})"
+
+
+def _threads_on_dask_worker() -> int:
+    """On a cluster we did not start, share this machine's cores among the worker's task slots."""
+    from distributed import get_worker
+
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return max(1, cores // get_worker().state.nthreads)
+
+
+def run_isolated(task: CellTask, cancel: threading.Event | None = None) -> Outcome:
+    """Run `task` in a fresh child process and supervise it; never raises for the cell's fault."""
+    if multiprocessing.current_process().daemon:
+        return Outcome(failure={"reason": "worker error", "type": "DaemonicWorker", "message": (
+            "worker error: this worker is a daemonic process and may not start the cell's process; start dask "
+            "workers with DASK_DISTRIBUTED__WORKER__DAEMON=False (or --no-nanny)")})
+    if task.threads is None:
+        task = replace(task, threads=_threads_on_dask_worker())
+    ctx = _context()
+    receive, send = ctx.Pipe(duplex=False)
+    me = psutil.Process()
+    child = ctx.Process(target=_child_main, args=(send, task, (me.pid, me.create_time())),
+                        name=f"dpgym-cell-{task.cell.key}", daemon=False)
+    child.start()
+    send.close()  # the child holds the only write end: EOF on the pipe means it is gone
+    started = time.monotonic()
+    tree = _Tree(child.pid)
+    outcome = Outcome()
+    peak = 0
+    message = None
+    while message is None and outcome.failure is None:
+        if receive.poll(POLL_SECONDS):
+            try:
+                message = receive.recv()
+            except (EOFError, OSError):
+                break  # died without a word: see its exit code below
+            continue
+        peak = max(peak, _rss(tree.processes()))
+        elapsed = time.monotonic() - started
+        if task.max_memory is not None and peak > task.max_memory:
+            _kill(tree.processes(fresh=True))
+            outcome.failure = {"reason": "memory", "type": "MemoryLimit", "message":
+                               f"memory: resident set reached {peak / 2**20:.0f} MiB, over the limit of "
+                               f"{task.max_memory / 2**20:.0f} MiB; killed"}
+        elif task.timeout is not None and elapsed > task.timeout:
+            _kill(tree.processes(fresh=True))
+            outcome.failure = {"reason": "timeout", "type": "Timeout",
+                               "message": f"timeout: still running after {task.timeout:g} s of wall clock; killed"}
+        elif cancel is not None and cancel.is_set():
+            _kill(tree.processes(fresh=True))
+            outcome.failure = {"reason": "cancelled", "type": "Cancelled", "message": "cancelled: the run was stopped"}
+    child.join(timeout=30)
+    if child.is_alive():  # sent its result but hangs on exit (e.g. a stuck non-daemon thread)
+        _kill(tree.processes(fresh=True))
+        child.join()
+    receive.close()
+    outcome.wall_seconds = time.monotonic() - started
+    outcome.peak_rss_mb = peak / 2**20
+    if message is not None and message[0] == "ok":
+        outcome.result, outcome.ledger, outcome.synthetic = message[1]
+        if child.exitcode != 0:
+            outcome.notes.append(f"the cell's process {_crash_reason(child.exitcode)} after reporting its result")
+    elif message is not None:
+        outcome.failure = {"reason": "worker error", **message[1],
+                           "message": f"worker error: {message[1]['type']}: {message[1]['message']}"}
+    elif outcome.failure is None:
+        reason = _crash_reason(child.exitcode)
+        outcome.failure = {"reason": reason, "type": "Crashed", "message": f"{reason} before reporting a result"}
+    return outcome

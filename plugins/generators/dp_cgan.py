@@ -1,0 +1,186 @@
+"""DP-CGAN (Torkzadehmahani, Kairouz & Paten, CVPR-W 2019): a label-conditioned GAN whose
+discriminator is trained with DP-SGD; the generator only ever sees the discriminator, so it is
+post-processing.
+
+Accounting (the public tabular port hard-codes MNIST's n = 60,000 in q = batch/n and passes
+σ·C to the accountant as the noise multiplier; neither happens here):
+- The discriminator is one DP-SGD phase of `harness.privacy.dpsgd.DPSGD` over the true number of
+  training rows n, Poisson sampling at q = batch_size / n, flat per-example clipping at
+  `clip_norm` (DP-CGAN's 1.1), Gaussian noise σ·C with σ calibrated on the accountant before
+  training; add/remove adjacency.
+- Each discriminator step sums clipped per-example gradients of the real rows in the Poisson batch
+  and of a fixed number m = round(q·n) of generated rows, conditioned on classes drawn from the
+  released class proportions (DP-CGAN clips the real and the fake loss separately). The generated
+  rows depend only on the generator, i.e. on earlier noisy releases, and their number does not
+  depend on the batch, so adding or removing one training row changes the sum by at most C: the
+  subsampled Gaussian mechanism's sensitivity is unchanged. (Conditioning the fakes on the real
+  batch's labels, as the reference code does, would add a second data-dependent term.)
+- The class proportions used for the fakes and for sampling come from the class counts released
+  once with the Gaussian mechanism (L2 sensitivity 1 under add/remove), which spends the
+  fraction `label_share` of ε and of δ; DP-SGD gets the rest. The ledger composes the two by
+  adding ε's and δ's (basic composition, an upper bound; re-accounting composes them tighter).
+
+Encoding is one-hot / min-max by the public schema (`plugins.nn.tabular`). Networks as in the
+DP-CGAN paper's MNIST model at tabular width: generator (z ∈ R^100, class) → 128 ReLU → sigmoid per
+number, softmax per categorical block; discriminator (row, class) → 128 LeakyReLU(0.2) → logit;
+non-saturating GAN loss, one discriminator step per generator step; the discriminator uses plain
+SGD with DP-CGAN's learning rate decaying linearly from 0.1 to 0.052, the generator Adam.
+"""
+
+from __future__ import annotations
+
+
+import numpy as np
+import pandas as pd
+import torch
+from torch import Tensor, nn
+from torch.nn import functional as F
+
+from harness import Budget, GeneratorSpec, Guarantee, Ledger, LedgerEntry, Schema, hookimpl
+from harness.privacy import calibrate_gaussian
+from harness.privacy.dpsgd import DPSGD
+from plugins.nn.tabular import (
+    EncodedOutput,
+    LabelledLayout,
+    draw_categories,
+    normalised_counts,
+    resolve_device,
+    seeded_torch,
+    single_thread,
+)
+
+
+class Conditional(nn.Module):
+    """An MLP on (input, one-hot class)."""
+
+    def __init__(self, in_dim: int, n_classes: int, hidden: int, out_dim: int, activation: nn.Module,
+                 head: nn.Module | None = None):
+        super().__init__()
+        self.body = nn.Sequential(nn.Linear(in_dim + n_classes, hidden), activation, nn.Linear(hidden, out_dim))
+        self.head = head if head is not None else nn.Identity()
+        self.n_classes = n_classes
+
+    def forward(self, x: Tensor, labels: Tensor) -> Tensor:
+        onehot = F.one_hot(labels, self.n_classes).to(x.dtype)
+        return self.head(self.body(torch.cat([x, onehot], dim=1)))
+
+
+class DPCGAN:
+    def __init__(self, steps: int, batch_size: int, clip_norm: float, noise_dim: int, hidden: int,
+                 d_learning_rate: float, d_final_learning_rate: float, g_learning_rate: float,
+                 label_share: float, accountant: str, device: str):
+        if steps < 1 or batch_size < 1 or noise_dim < 1 or hidden < 1:
+            raise ValueError("steps, batch_size, noise_dim and hidden must be ≥ 1")
+        if not (clip_norm > 0 and d_learning_rate > 0 and d_final_learning_rate > 0 and g_learning_rate > 0):
+            raise ValueError("clip_norm and learning rates must be positive")
+        if not 0 < label_share < 1:
+            raise ValueError(f"label_share must lie in (0, 1), got {label_share}")
+        self.steps, self.batch_size, self.clip_norm, self.noise_dim, self.hidden = steps, batch_size, clip_norm, noise_dim, hidden
+        self.d_learning_rate, self.d_final_learning_rate = d_learning_rate, d_final_learning_rate
+        self.g_learning_rate, self.label_share, self.accountant, self.device = g_learning_rate, label_share, accountant, device
+
+    def fit(self, train: pd.DataFrame, schema: Schema, budget: Budget, seed: int) -> Ledger:
+        device = resolve_device(self.device)
+        label_seed, sgd_seed, model_seed, fake_seed = np.random.SeedSequence(seed).generate_state(4).tolist()
+        self.layout_ = layout = LabelledLayout.of(schema)
+        n, k = len(train), layout.n_classes
+        counts = np.bincount(layout.labels(train), minlength=k).astype(float)
+        label_entry, sgd_budget = self._release_counts(counts, budget, label_seed)
+        self.proportions_ = normalised_counts(counts)
+        x = torch.as_tensor(layout.features.encode(train), dtype=torch.float32, device=device)
+        y = torch.as_tensor(layout.labels(train), device=device)
+        width = layout.features.width
+        with seeded_torch(model_seed, device):
+            self.generator_ = Conditional(self.noise_dim, k, self.hidden, width, nn.ReLU(), EncodedOutput(layout)).to(device)
+            discriminator = Conditional(width, k, self.hidden, 1, nn.LeakyReLU(0.2)).to(device)
+        d_opt = torch.optim.SGD(discriminator.parameters(), lr=self.d_learning_rate)
+        g_opt = torch.optim.Adam(self.generator_.parameters(), lr=self.g_learning_rate, betas=(0.5, 0.999))
+        dp = DPSGD(sgd_budget, accountant=self.accountant, seed=sgd_seed)
+        phase = dp.add_phase("discriminator", discriminator, d_opt, n_rows=n, steps=self.steps,
+                             batch_size=min(self.batch_size, n), clip_norm=self.clip_norm, clipping="flat")
+        self.device_ = device
+        with single_thread():
+            self._train(phase, discriminator, d_opt, g_opt, x, y, torch.Generator(device=device).manual_seed(fake_seed))
+        if not budget.is_private:
+            return Ledger.non_private(Guarantee.FORMAL, "clipped, noiseless discriminator steps and exact class counts (ε = ∞)")
+        ledger = Ledger(Guarantee.FORMAL, [label_entry, *dp.ledger().entries])
+        ledger.check_within(budget)
+        return ledger
+
+    def _release_counts(self, counts: np.ndarray, budget: Budget, seed: int) -> tuple[LedgerEntry | None, Budget]:
+        """Noise the class counts in place; return their ledger entry and the budget left for DP-SGD."""
+        if not budget.is_private:
+            return None, budget
+        epsilon, delta = self.label_share * budget.epsilon, self.label_share * budget.delta
+        sigma = calibrate_gaussian(epsilon, delta)  # L2 sensitivity 1: one row moves one count by 1
+        counts += np.random.default_rng(seed).normal(0.0, sigma, counts.shape)
+        entry = LedgerEntry("gaussian", epsilon, delta, {"l2_sensitivity": 1.0, "sigma": sigma},
+                            "analytic Gaussian (Balle & Wang 2018); add/remove adjacency",
+                            f"class counts ({len(counts)} classes)")
+        return entry, Budget((1 - self.label_share) * budget.epsilon, (1 - self.label_share) * budget.delta)
+
+    def _fake(self, m: int, generator: torch.Generator) -> tuple[Tensor, Tensor]:
+        labels = torch.multinomial(torch.as_tensor(self.proportions_, device=self.device_), m, replacement=True,
+                                   generator=generator)
+        z = torch.randn(m, self.noise_dim, generator=generator, device=self.device_)
+        return self.generator_(z, labels), labels
+
+    def _train(self, phase, discriminator: nn.Module, d_opt: torch.optim.Optimizer, g_opt: torch.optim.Optimizer,
+               x: Tensor, y: Tensor, generator: torch.Generator) -> None:
+        """One private discriminator step, then one generator step, `steps` times. Each discriminator
+        step is its own `batches()` iteration, closed before the generator moves, so no generator-side
+        gradient passes the phase's per-example hooks; the discriminator is frozen meanwhile."""
+        m = max(1, round(phase.expected_batch_size))
+        decay = (self.d_final_learning_rate - self.d_learning_rate) / max(1, self.steps - 1)
+        for step in range(self.steps):
+            for group in d_opt.param_groups:
+                group["lr"] = self.d_learning_rate + decay * step
+            batches = phase.batches()
+            try:
+                idx = next(batches)
+                with torch.no_grad():
+                    fake, fake_labels = self._fake(m, generator)
+                # one forward over real and generated rows: the engine takes one output per row
+                logits = discriminator(torch.cat([x[idx], fake]), torch.cat([y[idx], fake_labels])).squeeze(1)
+                real = len(idx)
+                phase.step(torch.cat([F.softplus(-logits[:real]), F.softplus(logits[real:])]))
+            finally:
+                batches.close()
+            discriminator.requires_grad_(False)
+            fake, fake_labels = self._fake(m, generator)
+            g_loss = F.softplus(-discriminator(fake, fake_labels)).mean()
+            g_opt.zero_grad()
+            g_loss.backward()
+            g_opt.step()
+            discriminator.requires_grad_(True)
+
+    def sample(self, n: int, seed: int) -> pd.DataFrame:
+        rng = np.random.default_rng(seed)
+        labels = rng.choice(len(self.proportions_), size=n, p=self.proportions_)
+        noise = torch.Generator(device=self.device_).manual_seed(int(rng.integers(2**63)))
+        chunks = []
+        with torch.no_grad():
+            for start in range(0, n, 8192):
+                part = torch.as_tensor(labels[start:start + 8192], device=self.device_)
+                z = torch.randn(len(part), self.noise_dim, generator=noise, device=self.device_)
+                chunks.append(self.generator_(z, part).double().cpu().numpy())
+        encoded = np.concatenate(chunks) if chunks else np.zeros((0, self.layout_.features.width))
+        return self.layout_.decode(draw_categories(encoded, self.layout_, rng), labels)
+
+
+SPEC = GeneratorSpec(
+    name="dp_cgan",
+    version="1",
+    factory=DPCGAN,
+    guarantee=Guarantee.FORMAL,
+    defaults={"steps": 3000, "batch_size": 256, "clip_norm": 1.1, "noise_dim": 100, "hidden": 128,
+              "d_learning_rate": 0.1, "d_final_learning_rate": 0.052, "g_learning_rate": 1e-3,
+              "label_share": 0.05, "accountant": "prv", "device": "auto"},
+    quick_params={"steps": 6, "batch_size": 32, "hidden": 16, "noise_dim": 8},
+    description="DP-CGAN: conditional GAN, discriminator by DP-SGD over the true n with Poisson sampling",
+)
+
+
+@hookimpl
+def dpgym_generators() -> list[GeneratorSpec]:
+    return [SPEC]

@@ -1,0 +1,244 @@
+"""Executors under faults: limits that fail only their own cell, a driver killed mid-run that
+resumes to the same leaderboard, and dask agreeing with local processes."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import psutil
+import pytest
+
+from harness.executors import Plan, ProcessExecutor
+from harness.leaderboard import write_leaderboard
+from harness.registry import PluginError, Registry
+from harness.runner import expand, run_suite
+from harness.store import RunStore
+from harness.suite import GeneratorConfig, Settings, Suite, SuiteError, load_suite, settings_from_dict
+from tests.fake_plugins import EXECUTION, FaultyGenerators
+
+ROOT = Path(__file__).resolve().parent.parent
+TIMING = ("seconds", "rss")
+
+
+@pytest.fixture(scope="module")
+def registry() -> Registry:
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("DPGYM_PLUGINS", EXECUTION)
+        return Registry.discover()
+
+
+def grid(*generators: str, seeds=(0,), metrics=("probe",), **settings) -> Suite:
+    return Suite("exec", tuple(GeneratorConfig(g) for g in generators), ("adult",), (1.0,), seeds, 1e-5,
+                 metrics=metrics, settings=Settings(**settings))
+
+
+def results_by_generator(out: Path) -> dict[str, dict]:
+    return {r["cell"]["generator"]: r for r in RunStore(out).results()}
+
+
+def metric_columns(board: pd.DataFrame) -> pd.DataFrame:
+    keep = [c for c in board.columns if not any(t in c for t in TIMING)]
+    return board[keep].sort_values(["generator", "epsilon"]).reset_index(drop=True)
+
+
+def test_each_fault_fails_its_own_cell_with_its_reason_and_the_others_complete(registry, tmp_path):
+    suite = grid("sleeper", "hog", "exiter", "segfaulter", "uniform", "independent",
+                 executor="processes", workers=2, timeout=15, max_memory=2**30)
+    summary = run_suite(suite, RunStore(tmp_path), registry, show_progress=False)
+    assert (summary.ok, summary.failed) == (2, 4)
+    results = results_by_generator(tmp_path)
+    reasons = {g: r["error"]["reason"] for g, r in results.items() if r["status"] == "failed"}
+    assert reasons == {"sleeper": "timeout", "hog": "memory", "exiter": "crashed (exit code 3)",
+                       "segfaulter": "crashed (signal SIGSEGV)"}
+    assert results["hog"]["peak_rss_mb"] > 1024 and "memory" in results["hog"]["error"]["message"]
+    assert results["sleeper"]["timings"]["total_seconds"] >= 15
+    for ok in ("uniform", "independent"):
+        assert results[ok]["status"] == "ok" and results[ok]["metrics"]["probe_age_mean"] > 0
+        assert results[ok]["peak_rss_mb"] > 0 and results[ok]["execution"]["threads"] == 1
+
+
+def test_workers_get_their_share_of_cores_and_generators_that_declare_cuda_get_a_device(registry, tmp_path):
+    run_suite(grid("probe", workers=2, device="auto"), RunStore(tmp_path), registry, show_progress=False)
+    (result,) = RunStore(tmp_path).results()
+    threads = max(1, len(os.sched_getaffinity(0)) // 2)
+    expected_device = result["device"]  # cuda where a GPU is present, else cpu
+    assert any(f"device={expected_device} omp={threads} torch_threads={threads}" in w for w in result["warnings"])
+
+
+def test_asking_for_cuda_without_a_gpu_fails_the_cell_at_the_device_stage(registry, tmp_path):
+    pytest.importorskip("torch")
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is present")
+    run_suite(grid("probe", device="cuda"), RunStore(tmp_path), registry, show_progress=False)
+    (result,) = RunStore(tmp_path).results()
+    assert result["status"] == "failed" and result["error"]["stage"] == "device"
+
+
+def test_serial_executor_gives_the_same_cells_as_processes(registry, tmp_path):
+    suite = grid("independent", seeds=(0, 1))
+    run_suite(suite, RunStore(tmp_path / "serial"), registry, show_progress=False, settings=Settings(executor="serial"))
+    run_suite(suite, RunStore(tmp_path / "proc"), registry, show_progress=False, settings=Settings(workers=2))
+    for cell in expand(suite, registry):
+        a = pd.read_parquet(tmp_path / "serial" / "cells" / cell.key / "synthetic.parquet")
+        b = pd.read_parquet(tmp_path / "proc" / "cells" / cell.key / "synthetic.parquet")
+        pd.testing.assert_frame_equal(a, b)
+
+
+def test_dask_local_cluster_gives_the_same_leaderboard_as_processes(registry, tmp_path):
+    pytest.importorskip("distributed")
+    suite = grid("independent", "uniform", "real", seeds=(0, 1))
+    run_suite(suite, RunStore(tmp_path / "proc"), registry, show_progress=False,
+              settings=Settings(executor="processes", workers=2))
+    run_suite(suite, RunStore(tmp_path / "dask"), registry, show_progress=False,
+              settings=Settings(executor="dask", workers=2))
+    proc, _ = write_leaderboard(tmp_path / "proc", {})
+    dask, _ = write_leaderboard(tmp_path / "dask", {})
+    assert "probe_age_mean_mean" in proc.columns
+    pd.testing.assert_frame_equal(metric_columns(proc), metric_columns(dask))
+    executed = {r["execution"]["pid"] for r in RunStore(tmp_path / "dask").results()}
+    assert os.getpid() not in executed
+    history = json.loads((tmp_path / "dask" / "run.json").read_text())["history"]
+    assert history[-1]["execution"]["executor"] == "dask"
+
+
+def test_plugins_given_as_objects_reach_workers_when_they_can_be_recreated():
+    stateless = Registry.discover(extra={"faulty": FaultyGenerators()})
+    assert stateless.worker_plugins == "tests.fake_plugins:FaultyGenerators" and not stateless.direct
+    holder = FaultyGenerators()
+    holder.note = "state a worker could not re-create"
+    registry = Registry.discover(extra={"faulty": holder})
+    with pytest.raises(PluginError, match="cannot re-create"):
+        ProcessExecutor(Plan.resolve(Settings()), registry)
+
+
+def test_dpgym_plugins_loads_modules_and_instantiates_classes(registry):
+    assert registry.get("generator", "sleeper").package == "DPGYM_PLUGINS (tests.fake_plugins:ExecutionFaults)"
+    assert "probe" in registry.kinds["metric"]
+
+
+def test_suite_settings_parse_and_cli_settings_take_precedence(tmp_path):
+    path = tmp_path / "s.toml"
+    path.write_text('datasets = ["adult"]\nepsilons = [1]\n[[generators]]\nname = "uniform"\n'
+                    '[settings]\nexecutor = "dask"\nworkers = 3\ntimeout = "2h"\nmax_memory = "512MiB"\n')
+    suite = load_suite(str(path))
+    assert suite.settings == Settings(executor="dask", workers=3, timeout=7200.0, max_memory=512 * 2**20)
+    plan = Plan.resolve(Settings(executor="processes", workers=1).over(suite.settings))
+    assert (plan.executor, plan.workers, plan.timeout, plan.device) == ("processes", 1, 7200.0, "auto")
+    path.write_text('datasets = ["adult"]\nepsilons = [1]\n[[generators]]\nname = "uniform"\n'
+                    '[settings]\nmax_memory = 4096\n')
+    with pytest.raises(SuiteError, match="needs a unit"):
+        load_suite(str(path))
+    assert settings_from_dict(suite.settings.to_dict(), "manifest") == suite.settings  # run.json reads back
+
+
+def test_the_harness_core_does_not_import_torch():
+    code = "import sys, harness.cli, harness.executors, harness.runner; print('torch' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=_env(), cwd=ROOT)
+    assert out.stdout.strip() == "False", out.stderr
+
+
+# --- the driver killed with SIGKILL ------------------------------------------------------------
+
+
+def _env() -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+            "DPGYM_PLUGINS": EXECUTION}
+
+
+def _suite_file(tmp_path: Path, *generators: str, seeds: int, **settings: object) -> Path:
+    path = tmp_path / "suite.toml"
+    lines = ['name = "kill"', 'datasets = ["adult"]', "epsilons = [1.0]", f"seeds = {seeds}", 'metrics = ["probe"]']
+    lines += [f'[[generators]]\nname = "{g}"' for g in generators]
+    lines += ["[settings]", *(f"{k} = {json.dumps(v)}" for k, v in settings.items())]
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def _driver(suite: Path, out: Path) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "harness.cli", "run", "--suite", str(suite), "--out", str(out),
+                             "--no-progress"], env=_env(), cwd=ROOT, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, start_new_session=True)
+
+
+def _finished(out: Path) -> int:
+    return len(list((out / "cells").glob("[!.]*/result.json"))) if (out / "cells").exists() else 0
+
+
+def _kill_after(driver: subprocess.Popen, out: Path, cells: int, rng: random.Random) -> list[int]:
+    """SIGKILL the driver alone (not its group) a random moment after `cells` cells are stored;
+    returns the pids it had started, which must then die by themselves."""
+    deadline = time.monotonic() + 120
+    while _finished(out) < cells:
+        assert driver.poll() is None, driver.stderr.read().decode()
+        assert time.monotonic() < deadline, "the run made no progress"
+        time.sleep(0.05)
+    time.sleep(rng.uniform(0, 0.6))
+    descendants = [p.pid for p in psutil.Process(driver.pid).children(recursive=True)]
+    driver.send_signal(signal.SIGKILL)
+    driver.wait()
+    return descendants
+
+
+def _wait_gone(pids: list[int], seconds: float) -> list[int]:
+    deadline = time.monotonic() + seconds
+    alive = pids
+    while alive and time.monotonic() < deadline:
+        time.sleep(0.1)
+        alive = [p for p in pids if psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
+    return alive
+
+
+def test_driver_killed_twice_resumes_to_the_uninterrupted_leaderboard(registry, tmp_path):
+    suite = _suite_file(tmp_path, "uniform", "independent", "real", seeds=3, workers=2)
+    reference = tmp_path / "reference"
+    run_suite(load_suite(str(suite)), RunStore(reference), registry, show_progress=False)
+    out, rng = tmp_path / "killed", random.Random(11)
+    orphans = _kill_after(_driver(suite, out), out, 2, rng)
+    orphans += _kill_after(_driver(suite, out), out, 4, rng)
+    assert _wait_gone(orphans, 10) == [], "workers of a killed driver outlived it"
+    partial = _finished(out)
+    assert 4 <= partial < 9
+    resumed = subprocess.run([sys.executable, "-m", "harness.cli", "run", "--suite", str(suite), "--out", str(out),
+                              "--no-progress"], env=_env(), cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert resumed.returncode == 0, resumed.stderr
+    assert f"{9 - partial} ran ok, {partial} already done" in resumed.stdout
+    cells = sorted(p.name for p in (out / "cells").iterdir())
+    assert cells == sorted(p.name for p in (reference / "cells").iterdir())  # none lost, none extra, no leftovers
+    assert len(json.loads((out / "run.json").read_text())["history"]) == 3
+    expected, _ = write_leaderboard(reference, {})
+    got, _ = write_leaderboard(out, {})
+    assert got["n_seeds"].eq(3).all()
+    pd.testing.assert_frame_equal(metric_columns(got), metric_columns(expected))
+
+
+def test_workers_of_a_killed_driver_exit_instead_of_running_on(tmp_path):
+    suite = _suite_file(tmp_path, "sleeper", seeds=1, workers=1)
+    out = tmp_path / "run"
+    driver = _driver(suite, out)
+    deadline = time.monotonic() + 60
+    while not _cells_running(driver.pid):
+        assert driver.poll() is None and time.monotonic() < deadline, "no cell process appeared"
+        time.sleep(0.1)
+    pids = [p.pid for p in psutil.Process(driver.pid).children(recursive=True)]
+    driver.send_signal(signal.SIGKILL)
+    driver.wait()
+    assert _wait_gone(pids, 10) == []
+    assert _finished(out) == 0  # nothing written for the cell that was running
+
+
+def _cells_running(driver: int) -> list[psutil.Process]:
+    """A cell's process is a grandchild of the driver: driver → forkserver → cell."""
+    try:
+        return [p for p in psutil.Process(driver).children(recursive=True) if p.ppid() != driver]
+    except psutil.Error:
+        return []
