@@ -1,0 +1,153 @@
+"""Density-estimation metrics of DP-NF (dp-nf spec §5): held-out log-likelihood and anomaly
+detection by likelihood threshold, for generators that expose ``log_prob(frame) -> ndarray``
+(log-density of the numeric columns, nats per row, in the data's own scale).
+
+Values (omitted, not NaN, for generators without ``log_prob``; the detail says why):
+- ``heldout_loglik``: mean log p(x) over the real test rows in the dataset's own scale. For Life
+  Science that is DP-EM's max-norm space, the scale of DP-NF's Figure 1 (spec A1).
+- ``heldout_loglik_zscored``: the same density after z-scoring each numeric column with the
+  training fold's mean and std (log p_Z = log p_X + Σ log std_j), the scale DP-NF reports for the
+  2-D sets, Power and Gowalla (spec §4 "Standardisation").
+- ``anomaly_auc``: ROC AUC of log p(x) separating the test rows from as many tail-box anomalies
+  (spec §3.2, A13): each coordinate uniform in the test set's [5, 30] or [70, 95] percentile band,
+  the band picked with probability ½ per anomaly and dimension.
+
+A second metric, ``dp_ad``, is the paper's private anomaly detector (Algorithm 2, spec §3.3): k
+non-private Gaussian mixtures on a seeded random partition of the training rows vote whether
+log p_j(x) > τ, and the Exponential Mechanism (utility = votes, sensitivity 1) answers "in" with
+probability sigmoid(ε(2c − k)/2), so each answer is ε-DP. Its values ``dp_ad_accuracy_eps{ε}`` are
+the exact expected accuracy on the test rows and as many tail-box anomalies, for a grid of
+per-query ε; τ is the one that maximises the non-private majority vote, as the paper tunes each
+family's τ (non-private tuning, like the paper). It does not look at the generator: the detector
+is trained on the real rows, so it is one reference curve per dataset and split. Only the MoG
+ensemble is computed (an ensemble of 10 flows per cell would cost more than the cell).
+
+The metric sees real train and test rows (evaluation is not private); the generator only answers
+log_prob queries, which is post-processing of its released model.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+from sklearn.metrics import roc_auc_score
+
+from harness import Direction, MetricContext, MetricResult, MetricSpec, hookimpl
+
+LOW_BAND, HIGH_BAND = (5, 30), (70, 95)
+
+
+def numeric_columns(ctx: MetricContext) -> list[str]:
+    return [c.name for c in ctx.schema.columns if c.is_numeric]
+
+
+def tail_box_anomalies(test: pd.DataFrame, columns: list[str], n: int, rng: np.random.Generator) -> pd.DataFrame:
+    """n rows whose numeric columns are uniform in a tail band of the test set (spec §3.2); the
+    other columns are copied from randomly chosen test rows (log_prob ignores them)."""
+    values = test[columns].to_numpy(dtype=float)
+    bands = np.stack([np.percentile(values, [*LOW_BAND], axis=0), np.percentile(values, [*HIGH_BAND], axis=0)])  # (2, 2, D)
+    upper = rng.random((n, len(columns))) < 0.5
+    lo = np.where(upper, bands[1, 0], bands[0, 0])
+    hi = np.where(upper, bands[1, 1], bands[0, 1])
+    rows = test.iloc[rng.integers(len(test), size=n)].reset_index(drop=True).copy()
+    rows[columns] = lo + (hi - lo) * rng.random((n, len(columns)))
+    return rows
+
+
+def evaluate(ctx: MetricContext) -> MetricResult:
+    log_prob = getattr(ctx.generator, "log_prob", None)
+    if log_prob is None:
+        return MetricResult({}, {"skipped": "the generator has no log_prob: density metrics are omitted"})
+    columns = numeric_columns(ctx)
+    test_ll = np.asarray(log_prob(ctx.test), dtype=float)
+    log_std = float(np.log(ctx.train[columns].to_numpy(dtype=float).std(axis=0)).sum())
+    anomalies = tail_box_anomalies(ctx.test, columns, len(ctx.test), np.random.default_rng(ctx.seed))
+    anomaly_ll = np.asarray(log_prob(anomalies), dtype=float)
+    scores = np.nan_to_num(np.concatenate([test_ll, anomaly_ll]), nan=-np.inf)
+    labels = np.concatenate([np.ones(len(test_ll)), np.zeros(len(anomaly_ll))])
+    finite = np.isfinite(test_ll)
+    values = {
+        "heldout_loglik": float(test_ll.mean()),
+        "heldout_loglik_zscored": float(test_ll.mean() + log_std),
+        "anomaly_auc": float(roc_auc_score(labels, np.maximum(scores, -1e300))),
+    }
+    detail = {"columns": columns, "n_test": len(test_ll), "non_finite_test_rows": int((~finite).sum()),
+              "heldout_loglik_std_over_rows": float(test_ll[finite].std()) if finite.any() else None,
+              "zscore_log_std_sum": log_std, "n_anomalies": len(anomaly_ll),
+              "anomaly_loglik_mean": float(anomaly_ll.mean())}
+    return MetricResult(values, detail)
+
+
+DP_AD_PARTITIONS, DP_AD_COMPONENTS = 10, 3
+DP_AD_EPSILONS = (0.1, 0.25, 0.5, 1.0, 2.0, 4.0)
+
+
+def probability_in(votes: np.ndarray, partitions: int, epsilon: float) -> np.ndarray:
+    """Exponential Mechanism over {in, out} with utility = votes for each answer (Δu = 1):
+    P[in] = e^{εc/2} / (e^{εc/2} + e^{ε(k−c)/2}) = sigmoid(ε(2c − k)/2)."""
+    return 1.0 / (1.0 + np.exp(-epsilon * (2.0 * votes - partitions) / 2.0))
+
+
+def ensemble_log_probs(train: np.ndarray, queries: np.ndarray, partitions: int, components: int,
+                       rng: np.random.Generator) -> np.ndarray:
+    """(partitions, n_queries) log-densities of non-private mixtures fitted on disjoint parts of
+    `train` chosen by a data-independent random assignment of equal sizes."""
+    from sklearn.mixture import GaussianMixture
+
+    parts = np.array_split(rng.permutation(len(train)), partitions)
+    seed = int(rng.integers(2**31))
+    return np.stack([GaussianMixture(components, random_state=seed).fit(train[p]).score_samples(queries) for p in parts])
+
+
+def best_threshold(ll_in: np.ndarray, ll_out: np.ndarray) -> float:
+    """τ maximising the majority vote's accuracy over candidate quantiles of all scores."""
+    k = ll_in.shape[0]
+    candidates = np.quantile(np.concatenate([ll_in.ravel(), ll_out.ravel()]), np.linspace(0.01, 0.99, 99))
+    def accuracy(tau):
+        return np.concatenate([probability_in((ll_in > tau).sum(0), k, 1e6), 1 - probability_in((ll_out > tau).sum(0), k, 1e6)]).mean()
+    return float(max(candidates, key=accuracy))
+
+
+def evaluate_dp_ad(ctx: MetricContext) -> MetricResult:
+    columns = numeric_columns(ctx)
+    rng = np.random.default_rng(ctx.seed)
+    train = ctx.train[columns].to_numpy(dtype=float)
+    mean, std = train.mean(0), train.std(0)
+    anomalies = tail_box_anomalies(ctx.test, columns, len(ctx.test), rng)
+    queries = np.concatenate([ctx.test[columns].to_numpy(dtype=float), anomalies[columns].to_numpy(dtype=float)])
+    ll = ensemble_log_probs((train - mean) / std, (queries - mean) / std, DP_AD_PARTITIONS, DP_AD_COMPONENTS, rng)
+    ll_in, ll_out = ll[:, :len(ctx.test)], ll[:, len(ctx.test):]
+    tau = best_threshold(ll_in, ll_out)
+    votes_in, votes_out = (ll_in > tau).sum(0), (ll_out > tau).sum(0)
+    values = {}
+    for eps in DP_AD_EPSILONS:
+        correct = np.concatenate([probability_in(votes_in, DP_AD_PARTITIONS, eps),
+                                  1 - probability_in(votes_out, DP_AD_PARTITIONS, eps)])
+        values[f"dp_ad_accuracy_eps{eps:g}"] = float(correct.mean())
+    majority = np.concatenate([probability_in(votes_in, DP_AD_PARTITIONS, 1e6), 1 - probability_in(votes_out, DP_AD_PARTITIONS, 1e6)])
+    return MetricResult(values, {"partitions": DP_AD_PARTITIONS, "components": DP_AD_COMPONENTS, "threshold": tau,
+                                 "non_private_majority_accuracy": float(majority.mean()), "family": "mog",
+                                 "per_query_epsilon": "each answer is ε-DP; m answers cost m·ε (basic composition)"})
+
+
+DP_AD_SPEC = MetricSpec(
+    name="dp_ad",
+    version="1",
+    evaluate=evaluate_dp_ad,
+    directions={f"dp_ad_accuracy_eps{eps:g}": Direction.HIGHER for eps in DP_AD_EPSILONS},
+    description="DP-NF Algorithm 2: sample-and-aggregate MoG ensemble + Exponential Mechanism, expected accuracy per ε (generator-independent)",
+)
+
+SPEC = MetricSpec(
+    name="density",
+    version="1",
+    evaluate=evaluate,
+    directions={"heldout_loglik": Direction.HIGHER, "heldout_loglik_zscored": Direction.HIGHER,
+                "anomaly_auc": Direction.HIGHER},
+    description="held-out log-likelihood (data and z-scored scale) and tail-box anomaly ROC AUC, for generators with log_prob",
+)
+
+
+@hookimpl
+def dpgym_metrics() -> list[MetricSpec]:
+    return [SPEC, DP_AD_SPEC]

@@ -1,0 +1,97 @@
+"""density metrics: held-out log-likelihood in the data and z-scored scales, tail-box anomalies and
+their ROC AUC, omission for generators without log_prob."""
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy.stats import multivariate_normal
+
+from harness import Column, ColumnKind, MetricContext, Schema
+from plugins.metrics.density import SPEC, tail_box_anomalies
+
+SCHEMA = Schema("gauss", (Column("a", ColumnKind.CONTINUOUS, min=-10.0, max=10.0),
+                          Column("b", ColumnKind.CONTINUOUS, min=-10.0, max=10.0),
+                          Column("label", ColumnKind.BINARY, categories=("0", "1"))), target="label")
+STD = np.array([2.0, 0.5])
+
+
+def frame(n, seed):
+    rng = np.random.default_rng(seed)
+    ab = rng.standard_normal((n, 2)) * STD
+    return pd.DataFrame({"a": ab[:, 0], "b": ab[:, 1], "label": pd.Categorical(rng.choice(["0", "1"], n), categories=["0", "1"])})
+
+
+class TrueDensity:
+    """A 'generator' whose log_prob is the data's true density."""
+
+    def log_prob(self, rows):
+        return multivariate_normal(np.zeros(2), np.diag(STD**2)).logpdf(rows[["a", "b"]].to_numpy())
+
+
+class Flat:
+    def log_prob(self, rows):
+        return np.zeros(len(rows))
+
+
+def context(generator, n_test=4000, n_train=20_000):
+    train, test = frame(n_train, 0), frame(n_test, 1)
+    return MetricContext(train=train, test=test, synthetic=train, schema=SCHEMA, seed=0, generator=generator)
+
+
+def test_heldout_loglik_of_the_true_density_is_minus_its_entropy():
+    values = SPEC.evaluate(context(TrueDensity(), n_test=20_000)).values
+    entropy = 0.5 * 2 * (1 + math.log(2 * math.pi)) + np.log(STD).sum()
+    assert values["heldout_loglik"] == pytest.approx(-entropy, abs=0.03)
+
+
+def test_zscored_loglik_adds_the_training_log_stds():
+    result = SPEC.evaluate(context(TrueDensity()))
+    assert result.values["heldout_loglik_zscored"] - result.values["heldout_loglik"] == pytest.approx(np.log(STD).sum(), abs=0.02)
+    assert result.values["heldout_loglik_zscored"] == pytest.approx(-(1 + math.log(2 * math.pi)), abs=0.05)  # entropy of N(0, I₂)
+
+
+def test_anomalies_lie_in_the_tail_bands_of_the_test_set():
+    test = frame(3000, 2)
+    anomalies = tail_box_anomalies(test, ["a", "b"], 5000, np.random.default_rng(0))
+    for col in ("a", "b"):
+        p5, p30, p70, p95 = np.percentile(test[col], [5, 30, 70, 95])
+        v = anomalies[col].to_numpy()
+        assert (((v >= p5) & (v <= p30)) | ((v >= p70) & (v <= p95))).all()
+        assert 0.45 < (v >= p70).mean() < 0.55  # each band with probability ½
+
+
+def test_true_density_separates_anomalies_and_a_flat_one_does_not():
+    assert SPEC.evaluate(context(TrueDensity())).values["anomaly_auc"] > 0.6
+    assert SPEC.evaluate(context(Flat())).values["anomaly_auc"] == pytest.approx(0.5)
+
+
+def test_generators_without_log_prob_get_no_density_values():
+    result = SPEC.evaluate(context(object()))
+    assert result.values == {} and "log_prob" in result.detail["skipped"]
+
+
+def test_every_value_has_a_direction():
+    assert set(SPEC.evaluate(context(TrueDensity())).values) <= set(SPEC.directions)
+
+
+def test_exponential_mechanism_ratio_is_bounded_by_e_to_the_epsilon():
+    from plugins.metrics.density import probability_in
+
+    k, eps = 10, 0.7
+    votes = np.arange(k + 1)
+    p_in = probability_in(votes, k, eps)
+    for answer in (p_in, 1 - p_in):  # one changed row flips at most one vote
+        ratios = answer[1:] / answer[:-1]
+        assert np.all(ratios <= math.exp(eps) + 1e-12) and np.all(1 / ratios <= math.exp(eps) + 1e-12)
+    assert probability_in(np.array([5]), 10, 3.0)[0] == pytest.approx(0.5)
+
+
+def test_dp_ad_accuracy_rises_from_a_coin_flip_towards_the_majority_vote():
+    from plugins.metrics.density import DP_AD_SPEC
+
+    result = DP_AD_SPEC.evaluate(context(None, n_test=1000, n_train=3000))
+    accuracies = [result.values[k] for k in DP_AD_SPEC.directions]
+    assert all(b >= a - 1e-12 for a, b in zip(accuracies, accuracies[1:]))
+    assert 0.5 <= accuracies[0] < accuracies[-1] <= result.detail["non_private_majority_accuracy"] + 1e-12
