@@ -8,6 +8,7 @@ import time
 import warnings
 
 import numpy as np
+import numpy as np
 import pandas as pd
 
 from harness import (
@@ -164,3 +165,27 @@ class ProbeMetrics:
 
 FAULTY = "tests.fake_plugins:FaultyGenerators"
 EXECUTION = f"{FAULTY},tests.fake_plugins:ExecutionFaults,tests.fake_plugins:ProbeMetrics"
+
+
+def _target_rate_gap(ctx: MetricContext) -> MetricResult:
+    """|share of the target's first class, real − synthetic|: cheap, and it separates the smoke generators."""
+    target = ctx.schema.target
+    first = ctx.schema[target].categories[0]
+    real = float((ctx.train[target].astype(str) == first).mean())
+    synthetic = float((ctx.synthetic[target].astype(str) == first).mean())
+    return MetricResult({"target_rate_gap": abs(real - synthetic)})
+
+
+def _numeric_mean_gap(ctx: MetricContext) -> MetricResult:
+    gaps = [abs(ctx.train[c.name].astype(float).mean() - ctx.synthetic[c.name].astype(float).mean()) / (c.max - c.min)
+            for c in ctx.schema.columns if c.is_numeric]
+    return MetricResult({"numeric_mean_gap": float(np.mean(gaps))})
+
+
+class QuickMetrics:
+    """Two fast metrics standing in for the fidelity/utility plugins, so the report has numbers to plot."""
+
+    @hookimpl
+    def dpgym_metrics(self) -> list[MetricSpec]:
+        return [MetricSpec("target_gap", "1", _target_rate_gap, {"target_rate_gap": Direction.LOWER}),
+                MetricSpec("mean_gap", "1", _numeric_mean_gap, {"numeric_mean_gap": Direction.LOWER})]
