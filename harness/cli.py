@@ -17,7 +17,7 @@ from harness.datafiles import DatasetUnavailable
 from harness.inference import draft_toml, infer_schema, read_table
 from harness.leaderboard import write_leaderboard
 from harness.registry import PluginError, Registry
-from harness.runner import run_suite
+from harness.runner import expand, run_suite
 from harness.schema import SchemaError
 from harness.specs import Direction, SpecError
 from harness.store import RunStore, StoreError
@@ -33,6 +33,7 @@ from harness.suite import (
     parse_epsilon,
     parse_memory,
     parse_timeout,
+    suite_from_dict,
 )
 
 USER_ERRORS = (PluginError, SchemaError, SpecError, SuiteError, DatasetUnavailable)
@@ -132,6 +133,12 @@ def metric_directions(registry: Registry) -> dict[str, Direction]:
     return {name: d for p in registry.kinds["metric"].values() for name, d in p.spec.directions.items()}
 
 
+def suite_keys(run_dir: Path, registry: Registry) -> set[str]:
+    """Keys of the cells of the suite last run into `run_dir` (its manifest)."""
+    manifest = RunStore(run_dir).manifest()
+    return {cell.key for cell in expand(suite_from_dict(manifest["suite"], str(run_dir / "run.json")), registry)}
+
+
 def cmd_list(registry: Registry, console: Console) -> None:
     gens = Table(title="generators")
     for col in ("name", "version", "guarantee", "defaults", "provided by"):
@@ -140,18 +147,26 @@ def cmd_list(registry: Registry, console: Console) -> None:
         defaults = ", ".join(f"{k}={v}" for k, v in p.spec.defaults.items())
         gens.add_row(name, p.spec.version, str(p.spec.guarantee), defaults, p.package)
     data = Table(title="datasets")
-    for col in ("name", "version", "licence", "sha256", "provided by"):
+    for col in ("name", "version", "available", "licence", "sha256", "provided by"):
         data.add_column(col)
+    how_to = []
     for name, p in sorted(registry.kinds["dataset"].items()):
-        data.add_row(name, p.spec.version, p.spec.license, p.spec.checksum[:12], p.package)
+        missing = p.spec.availability() if p.spec.availability else ""
+        if missing:
+            how_to.append(f"{name}: {missing}")
+        data.add_row(name, p.spec.version, "no (see below)" if missing else "yes", p.spec.license,
+                     p.spec.checksum[:12], p.package)
     mets = Table(title="metrics")
     for col in ("name", "version", "values (direction)", "provided by"):
         mets.add_column(col)
     for name, p in sorted(registry.kinds["metric"].items()):
         values = ", ".join(f"{k} ({'↑' if d is Direction.HIGHER else '↓'})" for k, d in p.spec.directions.items())
         mets.add_row(name, p.spec.version, values, p.package)
-    for table in (gens, data, mets):
-        console.print(table)
+    console.print(gens)
+    console.print(data)
+    for line in how_to:
+        console.print(f"  {line}", markup=False, soft_wrap=True)
+    console.print(mets)
 
 
 def cmd_run(args: argparse.Namespace, registry: Registry, console: Console) -> None:
@@ -165,8 +180,8 @@ def cmd_run(args: argparse.Namespace, registry: Registry, console: Console) -> N
     )
     for message in summary.messages or []:
         console.print(f"  [yellow]{message}[/yellow]", markup=True, highlight=False)
-    _, markdown = write_leaderboard(args.out, metric_directions(registry))
-    console.print(markdown, highlight=False, markup=False)
+    _, markdown = write_leaderboard(args.out, metric_directions(registry), suite_keys(args.out, registry))
+    console.print(markdown, highlight=False, markup=False, soft_wrap=True)
     console.print(f"leaderboard: {args.out / 'leaderboard.csv'} and {args.out / 'leaderboard.md'}")
 
 
@@ -194,8 +209,9 @@ def main(argv: list[str] | None = None) -> int:
         elif args.command == "run":
             cmd_run(args, registry, console)
         elif args.command == "leaderboard":
-            _, markdown = write_leaderboard(args.run_dir, metric_directions(registry))
-            console.print(markdown, markup=False)
+            keys = suite_keys(args.run_dir, registry)
+            _, markdown = write_leaderboard(args.run_dir, metric_directions(registry), keys)
+            console.print(markdown, markup=False, soft_wrap=True)
             console.print(f"leaderboard: {args.run_dir / 'leaderboard.csv'} and {args.run_dir / 'leaderboard.md'}")
         elif args.command == "schema":
             cmd_schema_infer(args, console)

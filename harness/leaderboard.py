@@ -106,9 +106,12 @@ def to_markdown(board: pd.DataFrame, directions: dict[str, Direction]) -> str:
     return "\n".join(lines)
 
 
-def write_leaderboard(run_dir: Path, directions: dict[str, Direction]) -> tuple[pd.DataFrame, str]:
+def write_leaderboard(run_dir: Path, directions: dict[str, Direction],
+                      keys: set[str] | None = None) -> tuple[pd.DataFrame, str]:
+    """Aggregate the cells of `run_dir` (only `keys`, when given: cells of an earlier suite run
+    into the same folder are not mixed in) and write leaderboard.csv / .md."""
     store = RunStore(run_dir)
-    results = store.results()
+    results = store.results(keys)
     if not results:
         raise ValueError(f"{run_dir} has no finished cells yet")
     board = aggregate(cell_rows(results), directions)

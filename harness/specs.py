@@ -72,6 +72,9 @@ class DatasetSpec:
     license: str = ""
     checksum: str = ""  # sha256 over the data files, part of every cell's key
     description: str = ""
+    # A cheap check for `dpgym list`: returns "" when the data can be loaded here, else one line
+    # saying how to provide it. None: the files are vendored with the plugin.
+    availability: Callable[[], str] | None = None
 
 
 class Direction(enum.StrEnum):

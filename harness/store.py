@@ -137,7 +137,9 @@ class RunStore:
         else:
             os.replace(tmp, final)
 
-    def results(self) -> list[dict[str, Any]]:
+    def results(self, keys: set[str] | None = None) -> list[dict[str, Any]]:
+        """Finished cells' results; with `keys`, only those cells (e.g. the current suite's)."""
         if not self.cells.exists():
             raise StoreError(f"{self.root} has no cells/ folder: not a dpgym run directory")
-        return [json.loads(p.read_text()) for p in sorted(self.cells.glob("[!.]*/result.json"))]
+        paths = sorted(self.cells.glob("[!.]*/result.json"))
+        return [json.loads(p.read_text()) for p in paths if keys is None or p.parent.name in keys]

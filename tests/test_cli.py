@@ -45,7 +45,7 @@ def test_user_errors_are_one_line_without_traceback(args, message, tmp_path):
 
 def test_adhoc_run_with_override_completes_and_writes_a_leaderboard(tmp_path):
     out = dpgym("run", "--generators", "independent,uniform", "--datasets", "adult", "--epsilons", "0.5,inf",
-                "--seeds", "1", "--metrics", "", "--set", "independent.mechanism=\"laplace\"", "--out", str(tmp_path),
+                "--seeds", "1", "--metrics", "fidelity", "--set", "independent.mechanism=\"laplace\"", "--out", str(tmp_path),
                 "--no-progress")
     assert out.returncode == 0, out.stderr
     assert "4 cells: 4 ran ok" in out.stdout

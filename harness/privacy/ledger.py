@@ -21,7 +21,7 @@ from typing import Any
 from harness.privacy.budget import Budget, Guarantee
 
 LEDGER_FORMAT = "dpgym-ledger/1"
-COMPOSITIONS = ("basic", "rdp", "prv")
+COMPOSITIONS = ("basic", "rdp", "prv", "gdp")
 
 
 class PrivacyViolation(RuntimeError):

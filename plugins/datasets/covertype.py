@@ -62,6 +62,13 @@ def locate(data_dir: str | None = None) -> Path:
     return verified(str(path), SHA256)  # an absolute path replaces the data root
 
 
+def availability(data_dir: str | None = None) -> str:
+    path = folder(data_dir) / ARCHIVE
+    if path.is_file() or os.environ.get("DPGYM_ALLOW_DOWNLOAD") == "1":
+        return ""
+    return how_to(path)
+
+
 def download(path: Path) -> None:
     """Fetch the archive into a scratch folder beside `path`; move it there only if its sha256 matches."""
     try:
@@ -109,6 +116,7 @@ def spec(data_dir: str | None = None) -> DatasetSpec:
         license="CC BY 4.0",
         checksum=SHA256,
         description="UCI Covertype, 7 classes; stratified seeded split 481,012 / 100,000; file not vendored",
+        availability=partial(availability, data_dir),
     )
     if data_dir:
         return DatasetSpec(name=f"covertype:data_dir={data_dir}", **fields)

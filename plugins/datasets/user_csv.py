@@ -163,6 +163,7 @@ SPEC = ParametricDatasetSpec(
     checksum="",
     description="your own CSV/Parquet file plus schema TOML: csv:PATH[,schema=FILE][,test=FILE|,split_column=COL|,test_fraction=F,seed=N]",
     resolve=spec,
+    availability=lambda: f"name a file: {USAGE}",
 )
 
 

@@ -1,0 +1,369 @@
+"""DP-SGD for any torch module: Poisson sampling, per-example clipping (any `ClippingStrategy`),
+Gaussian noise calibrated before training to the cell's budget, and a ledger of what ran.
+
+    dp = DPSGD(Budget(1.0, 1e-5), accountant="prv", seed=0)
+    phase = dp.add_phase("model", model, optimizer, n_rows=len(X), batch_size=256, steps=2000)
+    for idx in phase.batches():
+        phase.step(per_example_loss(model, X[idx]))   # a (batch,) tensor, one loss per row
+    ledger = dp.ledger()
+
+Several phases (an autoencoder then a GAN discriminator; or several networks in one phase, e.g. a
+dequantizer and a flow) share one budget: their noise multipliers are calibrated jointly on the
+accountant's composed curve before any training (`calibrate`), never by splitting ε.
+
+Two gradient engines compute the clipped per-example sum:
+- "fast": forward hooks tap each layer's output; its per-example gradients are formed from the
+  cached input and the output gradient inside the backward pass (`FAST_RULES`, else the layer's
+  Opacus grad sampler) and clipped there, so linear-type layers never materialise per-example
+  gradients and per-layer strategies store nothing per example (PERFORMANCE.md). Parameters are
+  detached inside the tapped forward, so autograd does not also compute the unclipped gradient.
+- "opacus": Opacus's `GradSampleModule` materialises per-example gradients with hooks; the
+  comparison path, and a second implementation the fast one is tested against.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from importlib.metadata import version
+from typing import Any
+
+import numpy as np
+import torch
+from opacus.grad_sample import GradSampleModule
+from opacus.utils.uniform_sampler import UniformWithReplacementSampler
+from torch import Tensor, nn
+
+from harness.privacy.accountants import Accountant, GDPAccountant, Phase, PRVAccountant, calibrate, make_accountant
+from harness.privacy.budget import Budget, Guarantee
+from harness.privacy.clipping import (
+    ClippingStrategy,
+    MaterializedGrad,
+    has_rule,
+    layer_rule,
+    make_clipping,
+    split_clip_norm,
+    trainable_layers,
+)
+from harness.privacy.ledger import Ledger, LedgerEntry, PrivacyViolation
+
+Networks = nn.Module | Sequence[nn.Module] | Mapping[str, nn.Module]
+
+
+class _Tap(torch.autograd.Function):
+    """Identity on a layer's output whose backward hands the output gradient to a callback.
+    `anchor` (a scalar requiring grad) keeps the tap in the graph when nothing upstream needs grad."""
+
+    @staticmethod
+    def forward(ctx, output: Tensor, anchor: Tensor, callback) -> Tensor:
+        ctx.callback = callback
+        return output.view_as(output)
+
+    @staticmethod
+    def backward(ctx, grad_output: Tensor):
+        ctx.callback(grad_output)
+        return grad_output, None, None
+
+
+@dataclass
+class _HookEngine:
+    """Per-example clipping inside the backward pass (see module docstring)."""
+
+    layers: list[tuple[nn.Module, float]]
+    strategy: ClippingStrategy
+    generator: torch.Generator | None
+    _handles: list = field(default_factory=list)
+    _saved: dict = field(default_factory=dict)
+    _calls: dict = field(default_factory=dict)
+    _pending: dict = field(default_factory=dict)
+    _arrived: dict = field(default_factory=dict)
+    _deferred: list = field(default_factory=list)
+    _summed: dict = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        unsupported = [type(m).__name__ for m, _ in self.layers if not has_rule(m)]
+        if unsupported:
+            raise NotImplementedError(f"no per-example gradient rule for {sorted(set(unsupported))}")
+        self._threshold = {m: c for m, c in self.layers}
+        self._anchor = torch.zeros((), requires_grad=True)
+
+    def attach(self) -> None:
+        for module, _ in self.layers:
+            self._handles.append(module.register_forward_pre_hook(self._detach_params))
+            self._handles.append(module.register_forward_hook(self._tap_output, always_call=True))
+
+    def detach(self) -> None:
+        for handle in self._handles:
+            handle.remove()
+        self._handles.clear()
+
+    def _detach_params(self, module: nn.Module, args) -> None:
+        if not torch.is_grad_enabled():
+            return
+        self._saved[module] = {n: p for n, p in module.named_parameters(recurse=False) if p.requires_grad}
+        for n, p in self._saved[module].items():
+            module._parameters[n] = p.detach()
+
+    def _tap_output(self, module: nn.Module, args, output):
+        saved = self._saved.pop(module, None)
+        if saved is None:
+            return None
+        module._parameters.update(saved)
+        if not isinstance(output, Tensor):
+            raise NotImplementedError(f"{type(module).__name__} returns {type(output).__name__}; taps need one tensor")
+        self._calls[module] = self._calls.get(module, 0) + 1
+        activations = args[0].detach()
+        return _Tap.apply(output, self._anchor, lambda g: self._on_backprop(module, activations, g.detach()))
+
+    def _on_backprop(self, module: nn.Module, activations: Tensor, backprops: Tensor) -> None:
+        grad = layer_rule(module)(module, activations, backprops)
+        # A layer used k times per forward (a shared MADE) has per-example gradient = sum over uses;
+        # clip only once all k output gradients have arrived.
+        self._pending[module] = grad if module not in self._pending else self._pending[module] + grad
+        self._arrived[module] = self._arrived.get(module, 0) + 1
+        if self._arrived[module] == self._calls[module]:
+            self._release(module)
+
+    def _release(self, module: nn.Module) -> None:
+        grad = self._pending.pop(module)
+        if self.strategy.layerwise:
+            self._accumulate(self.strategy.clip([grad], [self._threshold[module]], self.generator))
+        else:
+            self._deferred.append((grad, self._threshold[module]))
+
+    def _accumulate(self, clipped: dict[nn.Parameter, Tensor]) -> None:
+        for p, g in clipped.items():
+            self._summed[p] = self._summed[p] + g if p in self._summed else g
+
+    def collect(self) -> dict[nn.Parameter, Tensor]:
+        for module in list(self._pending):  # outputs that never reached the loss contribute zero
+            self._release(module)
+        if self._deferred:
+            grads, thresholds = zip(*self._deferred)
+            self._accumulate(self.strategy.clip(list(grads), list(thresholds), self.generator))
+        leaked = [p for m, _ in self.layers for p in m.parameters(recurse=False) if p.requires_grad and p.grad is not None]
+        if leaked:
+            raise PrivacyViolation(
+                f"{len(leaked)} parameter(s) got a gradient outside their layer's forward pass (e.g. a "
+                "log-det term computed from the parameters): it would skip per-example clipping")
+        summed, self._summed = self._summed, {}
+        self._calls, self._arrived, self._deferred = {}, {}, []
+        return summed
+
+
+@dataclass
+class _OpacusEngine:
+    """Per-example gradients materialised by Opacus's `GradSampleModule`, then clipped."""
+
+    networks: list[nn.Module]
+    layers: list[tuple[nn.Module, float]]
+    strategy: ClippingStrategy
+    generator: torch.Generator | None
+    _wrapped: list = field(default_factory=list)
+
+    def attach(self) -> None:
+        # strict=False: the buffers it refuses (MADE masks, LU permutations) are fixed, not data.
+        self._wrapped = [GradSampleModule(n, batch_first=True, loss_reduction="sum", strict=False)
+                         for n in self.networks]
+
+    def detach(self) -> None:
+        for gsm in self._wrapped:
+            gsm.cleanup()
+        self._wrapped = []
+
+    def collect(self) -> dict[nn.Parameter, Tensor]:
+        grads, thresholds = [], []
+        for module, threshold in self.layers:
+            params = [p for p in module.parameters(recurse=False) if p.requires_grad]
+            if all(getattr(p, "grad_sample", None) is not None for p in params):
+                grads.append(MaterializedGrad({p: p.grad_sample for p in params}))
+                thresholds.append(threshold)
+            for p in params:
+                p.grad_sample, p.grad = None, None
+        return self.strategy.clip(grads, thresholds, self.generator) if grads else {}
+
+
+ENGINES = {"fast": _HookEngine, "opacus": _OpacusEngine}
+
+
+def _named(networks: Networks) -> dict[str, nn.Module]:
+    if isinstance(networks, nn.Module):
+        return {"model": networks}
+    if isinstance(networks, Mapping):
+        return dict(networks)
+    return {f"net{i}": n for i, n in enumerate(networks)}
+
+
+class PrivatePhase:
+    """One run of DP-SGD on some networks at one sample rate: Poisson batches, clipped noisy steps."""
+
+    def __init__(self, owner: DPSGD, name: str, networks: Networks, optimizers, *, n_rows: int,
+                 steps: int, sample_rate: float | None, batch_size: float | None, clip_norm: float,
+                 clipping: str | ClippingStrategy, engine: str, noise_weight: float,
+                 network_shares: Sequence[float] | None, seeds: Sequence[int]):
+        if (sample_rate is None) == (batch_size is None):
+            raise ValueError("give exactly one of sample_rate and batch_size (the expected batch size)")
+        if engine not in ENGINES:
+            raise ValueError(f"engine must be one of {sorted(ENGINES)}, got {engine!r}")
+        self.owner, self.name, self.n_rows, self.planned_steps = owner, name, n_rows, steps
+        self.sample_rate = float(sample_rate if sample_rate is not None else batch_size / n_rows)
+        if not 0 < self.sample_rate <= 1:
+            raise ValueError(f"sample rate must lie in (0, 1], got {self.sample_rate}")
+        self.networks = _named(networks)
+        mixing = [type(m).__name__ for n in self.networks.values() for m in n.modules()
+                  if isinstance(m, nn.modules.batchnorm._BatchNorm)]
+        if mixing:  # batch statistics mix examples: no per-example gradient, and running stats leak
+            raise NotImplementedError(f"{sorted(set(mixing))} mix examples within a batch; use LayerNorm/GroupNorm")
+        self.optimizers = list(optimizers) if isinstance(optimizers, Sequence) else [optimizers]
+        self.clip_norm, self.noise_weight, self.engine_name = float(clip_norm), float(noise_weight), engine
+        self.strategy = make_clipping(clipping)
+        self.layers = split_clip_norm(list(self.networks.values()), self.clip_norm, network_shares)
+        self.params = [p for m, _ in self.layers for p in m.parameters(recurse=False) if p.requires_grad]
+        self.sampling = torch.Generator().manual_seed(seeds[0])
+        self._noise_seed = seeds[1]
+        self._noise: dict[torch.device, torch.Generator] = {}
+        clip_generator = torch.Generator().manual_seed(seeds[2])
+        self.engine = (_HookEngine(self.layers, self.strategy, clip_generator) if engine == "fast"
+                       else _OpacusEngine(list(self.networks.values()), self.layers, self.strategy, clip_generator))
+        self.noise_multiplier: float | None = None
+        self.steps_taken = 0
+        self._attached = False
+
+    @property
+    def expected_batch_size(self) -> float:
+        return self.sample_rate * self.n_rows
+
+    def batches(self) -> Iterator[Tensor]:
+        """Index tensors of Poisson-sampled batches (each row independently with probability q) for
+        the remaining steps; the phase's hooks are attached while this iterates."""
+        self.owner.calibrate()
+        sampler = UniformWithReplacementSampler(num_samples=self.n_rows, sample_rate=self.sample_rate,
+                                                generator=self.sampling, steps=self.planned_steps - self.steps_taken)
+        self.engine.attach()
+        self._attached = True
+        try:
+            for indices in sampler:
+                yield torch.as_tensor(indices, dtype=torch.long)
+        finally:
+            self.engine.detach()
+            self._attached = False
+
+    def step(self, per_example_loss: Tensor) -> None:
+        """Backpropagate the per-example losses of the sampled rows, clip, add noise, step optimisers."""
+        if not self._attached:
+            raise RuntimeError("call step() inside `for idx in phase.batches()`")
+        if self.steps_taken >= self.planned_steps:
+            raise PrivacyViolation(f"phase {self.name!r} was calibrated for {self.planned_steps} steps")
+        if per_example_loss.dim() != 1:
+            raise ValueError(f"expected one loss per sampled row, shape (batch,), got {tuple(per_example_loss.shape)}")
+        if per_example_loss.requires_grad and per_example_loss.numel() > 0:  # else the gradient is 0
+            per_example_loss.sum().backward()
+        summed = self.engine.collect()
+        std = self.noise_multiplier * self.clip_norm
+        for p in self.params:
+            grad = torch.randn(p.shape, generator=self._noise_generator(p.device), device=p.device, dtype=p.dtype)
+            grad.mul_(std)
+            if p in summed:
+                grad.add_(summed[p])
+            p.grad = grad.div_(self.expected_batch_size)  # Opacus's normalisation for Poisson batches
+        for optimizer in self.optimizers:
+            optimizer.step()
+        for p in self.params:
+            p.grad = None
+        self.steps_taken += 1
+
+    def _noise_generator(self, device: torch.device) -> torch.Generator:
+        if device not in self._noise:
+            self._noise[device] = torch.Generator(device=device).manual_seed(self._noise_seed)
+        return self._noise[device]
+
+    def planned(self) -> Phase:
+        return Phase(self.sample_rate, self.noise_weight, self.planned_steps)
+
+    def accounted(self) -> Phase:
+        return Phase(self.sample_rate, self.noise_multiplier, self.steps_taken)
+
+    def ledger_params(self) -> dict[str, Any]:
+        names = {id(m): f"{net}.{name}" if name else net
+                 for net, network in self.networks.items() for name, m in trainable_layers(network)}
+        params: dict[str, Any] = {
+            "sample_rate": self.sample_rate, "noise_multiplier": self.noise_multiplier,
+            "steps": self.steps_taken, "clip_norm": self.clip_norm, "clipping": self.strategy.describe(),
+            "sampling": "poisson", "adjacency": "add_remove", "n_rows": self.n_rows,
+            "planned_steps": self.planned_steps, "engine": self.engine_name,
+        }
+        if self.strategy.layerwise:
+            params["clip_norms"] = {names[id(m)]: c for m, c in self.layers}
+        return params
+
+
+class DPSGD:
+    """DP-SGD phases under one budget, one accountant and one seed."""
+
+    def __init__(self, budget: Budget, accountant: str | Accountant = "prv", seed: int = 0,
+                 tolerance: float | None = None):
+        self.budget = budget
+        if accountant == "prv" and budget.is_private:
+            accountant = PRVAccountant.for_target(budget.epsilon)
+        self.accountant = make_accountant(accountant)
+        self.tolerance = tolerance
+        self.seed = seed
+        self.phases: list[PrivatePhase] = []
+        self._calibrated = False
+
+    def add_phase(self, name: str, networks: Networks, optimizers, *, n_rows: int, steps: int,
+                  sample_rate: float | None = None, batch_size: float | None = None, clip_norm: float = 1.0,
+                  clipping: str | ClippingStrategy = "per_layer", engine: str | None = None,
+                  noise_weight: float = 1.0, network_shares: Sequence[float] | None = None) -> PrivatePhase:
+        """Plan a phase. `noise_weight`s fix the ratio of noise multipliers between phases; engine
+        defaults to "fast" ("opacus" for a comparison or for layers only Opacus's functorch handles)."""
+        if self._calibrated:
+            raise RuntimeError("noise is calibrated for the planned phases; add every phase before training")
+        seeds = np.random.SeedSequence([self.seed, len(self.phases)]).generate_state(3).tolist()
+        phase = PrivatePhase(self, name, networks, optimizers, n_rows=n_rows, steps=steps, sample_rate=sample_rate,
+                             batch_size=batch_size, clip_norm=clip_norm, clipping=clipping, engine=engine or "fast",
+                             noise_weight=noise_weight, network_shares=network_shares, seeds=seeds)
+        self.phases.append(phase)
+        return phase
+
+    def calibrate(self) -> None:
+        """Set every phase's noise multiplier so the planned phases, composed, spend at most the budget."""
+        if self._calibrated:
+            return
+        if not self.phases:
+            raise RuntimeError("no phases planned")
+        if self.budget.is_private:
+            sigmas = [p.noise_multiplier for p in calibrate(self.accountant, self.budget.epsilon, self.budget.delta,
+                                                             [ph.planned() for ph in self.phases], self.tolerance)]
+        else:
+            sigmas = [0.0] * len(self.phases)
+        for phase, sigma in zip(self.phases, sigmas, strict=True):
+            phase.noise_multiplier = sigma
+        self._calibrated = True
+
+    def epsilon(self) -> float:
+        """ε spent so far (steps actually taken), all phases composed."""
+        self.calibrate()
+        return self.accountant.epsilon([p.accounted() for p in self.phases], self.budget.delta)
+
+    def ledger(self) -> Ledger:
+        """One `subsampled_gaussian` entry per phase (its own ε at the budget's δ) and the composed
+        claim (`Ledger.claim`, composition = the accountant's name)."""
+        self.calibrate()
+        delta = self.budget.delta
+        certified = not isinstance(self.accountant, GDPAccountant)  # GDP's CLT is an approximation
+        ledger = Ledger(Guarantee.FORMAL if certified else Guarantee.NOMINAL)
+        for phase in self.phases:
+            ledger.record(LedgerEntry(
+                mechanism="subsampled_gaussian",
+                epsilon=self.accountant.epsilon([phase.accounted()], delta),
+                delta=delta,
+                params=phase.ledger_params(),
+                accountant=f"{self.accountant.describe()}; torch {version('torch')}",
+                description=f"DP-SGD phase {phase.name!r}",
+            ))
+        ledger.claim(self.epsilon(), delta, composition=self.accountant.name)
+        ledger.check_within(self.budget)
+        return ledger
+
+

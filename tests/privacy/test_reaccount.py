@@ -1,0 +1,57 @@
+"""Independent re-accounting of DP-SGD ledgers: joint over phases, an RDP second opinion beside the
+PRV figure, and a refusal for claims below what the recorded mechanisms spend."""
+
+import pytest
+
+from harness.privacy.accountants import Phase, PRVAccountant, RDPAccountant
+from harness.privacy.budget import Budget, Guarantee
+from harness.privacy.ledger import Ledger, LedgerEntry
+from harness.privacy.reaccount import reaccount
+
+AE, DISC = Phase(0.01, 1.2, 1000), Phase(0.02, 2.0, 1500)  # two phases, as an autoencoder then a GAN
+
+
+def _dpsgd_ledger(phases, claimed: float, delta: float = 1e-5, composition: str = "rdp") -> Ledger:
+    ledger = Ledger(Guarantee.FORMAL)
+    for p in phases:
+        ledger.record(LedgerEntry(
+            mechanism="subsampled_gaussian", epsilon=RDPAccountant().epsilon([p], delta), delta=delta,
+            params={"sample_rate": p.sample_rate, "noise_multiplier": p.noise_multiplier, "steps": p.steps,
+                    "clip_norm": 1.0, "clipping": "per_layer"},
+            accountant="test"))
+    ledger.claim(claimed, delta, composition)
+    return ledger
+
+
+def test_multi_phase_ledger_is_re_accounted_jointly():
+    joint_rdp = RDPAccountant().epsilon([AE, DISC], 1e-5)
+    result = reaccount(_dpsgd_ledger([AE, DISC], joint_rdp), Budget(joint_rdp, 1e-5))
+    assert result.verdict == "ok"
+    assert result.epsilon == pytest.approx(PRVAccountant(eps_error=1e-3).epsilon([AE, DISC], 1e-5), abs=0.01 * joint_rdp)
+    assert result.epsilon < result.rdp_epsilon == pytest.approx(joint_rdp)
+    summed = sum(PRVAccountant().epsilon([p], 5e-6) for p in (AE, DISC))
+    assert result.epsilon < summed  # composed, not added
+
+
+def test_claim_below_the_independent_figure_is_underclaimed():
+    one_phase_only = RDPAccountant().epsilon([DISC], 1e-5)  # forgets the autoencoder phase
+    result = reaccount(_dpsgd_ledger([AE, DISC], one_phase_only), Budget(10.0, 1e-5))
+    assert result.verdict == "underclaimed"
+    assert "claimed" in result.detail
+
+
+def test_claim_just_within_the_tolerance_is_accepted_and_beyond_it_refused():
+    prv = PRVAccountant(eps_error=1e-3).epsilon([DISC], 1e-5)
+    assert reaccount(_dpsgd_ledger([DISC], prv * 0.995), Budget(10.0, 1e-5)).verdict == "ok"
+    assert reaccount(_dpsgd_ledger([DISC], prv * 0.97), Budget(10.0, 1e-5)).verdict == "underclaimed"
+
+
+def test_honest_claim_over_the_budget_is_refused():
+    joint = RDPAccountant().epsilon([AE, DISC], 1e-5)
+    assert reaccount(_dpsgd_ledger([AE, DISC], joint), Budget(joint / 2, 1e-5)).verdict == "over_budget"
+
+
+def test_rdp_second_opinion_is_absent_for_mechanisms_without_an_rdp_rule():
+    ledger = Ledger(Guarantee.PURE, [LedgerEntry("laplace", 0.5, 0.0, {"l1_sensitivity": 1.0, "scale": 2.0}, "test")])
+    result = reaccount(ledger, Budget(1.0, 1e-5))
+    assert result.verdict == "ok" and result.rdp_epsilon is None

@@ -1,0 +1,64 @@
+"""The reference generators: uniform, independent (DP marginals) and real."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from harness import Budget
+from harness.privacy import reaccount
+from plugins.generators.independent import SPEC as INDEPENDENT
+from plugins.generators.real import Real
+from plugins.generators.uniform import Uniform
+
+
+def crosstab(frame: pd.DataFrame) -> pd.DataFrame:
+    return pd.crosstab(frame["income"], frame["relationship"], normalize="index")
+
+
+def test_independent_without_noise_keeps_feature_given_label_marginals(adult_split, adult_schema):
+    generator = INDEPENDENT.build({})
+    generator.fit(adult_split.train, adult_schema, Budget(math.inf), seed=0)
+    synthetic = generator.sample(len(adult_split.train), seed=1)
+    assert np.abs(crosstab(synthetic) - crosstab(adult_split.train)).to_numpy().max() < 0.02
+
+
+def test_independent_without_target_forgets_the_label_dependence(adult_split, adult_schema):
+    generator = INDEPENDENT.build({"given_target": False})
+    generator.fit(adult_split.train, adult_schema, Budget(math.inf), seed=0)
+    synthetic = generator.sample(20000, seed=1)
+    table = crosstab(synthetic)
+    assert np.abs(table.loc["<=50K"] - table.loc[">50K"]).max() < 0.03
+
+
+@pytest.mark.parametrize("mechanism", ["gaussian", "laplace"])
+def test_independent_ledger_reaccounts_at_the_budget(adult_split, adult_schema, mechanism):
+    generator = INDEPENDENT.build({"mechanism": mechanism})
+    ledger = generator.fit(adult_split.train, adult_schema, Budget(0.5, 1e-5), seed=0)
+    (entry,) = ledger.entries
+    sensitivity = entry.params.get("l2_sensitivity", entry.params.get("l1_sensitivity"))
+    assert sensitivity == pytest.approx(math.sqrt(15) if mechanism == "gaussian" else 15)
+    check = reaccount(ledger, Budget(0.5, 1e-5))
+    assert check.verdict == "ok" and check.epsilon == pytest.approx(0.5, abs=5e-3)
+    adult_schema.validate(generator.sample(500, seed=2))
+
+
+def test_uniform_covers_the_public_domain_without_reading_rows(adult_schema):
+    generator = Uniform()
+    ledger = generator.fit(pd.DataFrame(), adult_schema, Budget(1.0), seed=0)
+    assert ledger.entries == [] and ledger.epsilon == 0
+    synthetic = generator.sample(20000, seed=0)
+    adult_schema.validate(synthetic)
+    assert set(synthetic["native-country"]) == set(adult_schema["native-country"].categories)
+    assert synthetic["age"].min() == 17 and synthetic["age"].max() == 90
+
+
+def test_real_resamples_training_rows(adult_split, adult_schema):
+    generator = Real()
+    generator.fit(adult_split.train, adult_schema, Budget(1.0), seed=0)
+    synthetic = generator.sample(100, seed=3)
+    merged = synthetic.merge(adult_split.train.drop_duplicates(), how="left", indicator=True)
+    assert (merged["_merge"] == "both").all()
