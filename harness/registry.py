@@ -39,7 +39,8 @@ class Provided:
 class Registry:
     """Every generator, dataset and metric the installed plugins provide, by name."""
 
-    HOOKS = {"generator": "dpgym_generators", "dataset": "dpgym_datasets", "metric": "dpgym_metrics"}
+    HOOKS = {"generator": "dpgym_generators", "learner": "dpgym_learners", "dataset": "dpgym_datasets",
+             "metric": "dpgym_metrics"}
 
     def __init__(self, manager: pluggy.PluginManager, packages: dict[str, str], worker_plugins: str = "",
                  direct: tuple[str, ...] = ()):

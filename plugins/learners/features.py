@@ -27,8 +27,16 @@ class Design:
         self.binary = [n for n in names if schema[n].kind is ColumnKind.BINARY]
         self.encoder = TableEncoder(schema, columns=[n for n in names if n not in self.binary])
         self.width = self.encoder.width + len(self.binary)
+        self._last: tuple[int, np.ndarray] | None = None  # scoring k models on one frame encodes it once
 
     def features(self, frame: pd.DataFrame) -> np.ndarray:
+        if self._last is not None and self._last[0] == id(frame) and len(self._last[1]) == len(frame):
+            return self._last[1]
+        x = self._encode(frame)
+        self._last = (id(frame), x)
+        return x
+
+    def _encode(self, frame: pd.DataFrame) -> np.ndarray:
         indicators = [(frame[n].astype(str) == self.schema[n].categories[1]).to_numpy()[:, None] for n in self.binary]
         return np.hstack([self.encoder.encode(frame), *indicators]).astype(np.float32)
 
