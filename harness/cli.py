@@ -150,6 +150,12 @@ def cmd_list(registry: Registry, console: Console) -> None:
     for name, p in sorted(registry.kinds["generator"].items()):
         defaults = ", ".join(f"{k}={v}" for k, v in p.spec.defaults.items())
         gens.add_row(name, p.spec.version, str(p.spec.guarantee), defaults, p.package)
+    learners = Table(title="learners (private-learning track)")
+    for col in ("name", "version", "guarantee", "defaults", "provided by"):
+        learners.add_column(col)
+    for name, p in sorted(registry.kinds["learner"].items()):
+        defaults = ", ".join(f"{k}={v}" for k, v in p.spec.defaults.items())
+        learners.add_row(name, p.spec.version, str(p.spec.guarantee), defaults, p.package)
     data = Table(title="datasets")
     for col in ("name", "version", "available", "licence", "sha256", "provided by"):
         data.add_column(col)
@@ -167,6 +173,8 @@ def cmd_list(registry: Registry, console: Console) -> None:
         values = ", ".join(f"{k} ({'↑' if d is Direction.HIGHER else '↓'})" for k, d in p.spec.directions.items())
         mets.add_row(name, p.spec.version, values, p.package)
     console.print(gens)
+    if registry.kinds["learner"]:
+        console.print(learners)
     console.print(data)
     for line in how_to:
         console.print(f"  {line}", markup=False, soft_wrap=True)
