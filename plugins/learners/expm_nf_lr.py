@@ -114,10 +114,11 @@ class ExpMNFLR:
 
         design = self.design_
         x, y = torch.as_tensor(design.features(split.train)), torch.as_tensor(design.labels(split.train))
-        theta = fit_logistic(x.numpy(), y.numpy(), "l2", 0.0, 100, seed=0)
+        candidates = np.vstack([fit_logistic(x.numpy(), y.numpy(), loss, 0.0, 100, seed=0) for loss in ("l2", "bce")]
+                               + [self.draw(1000, seed=1)])
         x_test = torch.as_tensor(design.features(split.test))
         directions = audit.random_direction_aucs(x_test, design.labels(split.test), AUDIT_DIRECTIONS, seed=0)
-        return [audit.exact_expm_bound(real_aucs, directions, budget.epsilon, len(x), audit.min_summed_l2(x, y, theta))]
+        return [audit.exact_expm_bound(real_aucs, directions, budget.epsilon, len(x), audit.min_summed_l2(x, y, candidates))]
 
     # --- release -------------------------------------------------------------------------------
     def draw(self, k: int, seed: int) -> np.ndarray:
