@@ -49,7 +49,8 @@ def execute_learner(cell: Any, provided: Provided, dataset: DatasetSpec, result:
     if math.isfinite(epsilon) and spec.guarantee.is_private and n * epsilon <= AUDIT_MAX_LOG_FACTOR:
         permuted = split.train.copy()
         rng = np.random.default_rng(seeds["evaluate"])
-        permuted[schema.target] = permuted[schema.target].to_numpy()[rng.permutation(n)]
+        permuted = permuted.reset_index(drop=True)
+        permuted[schema.target] = permuted[schema.target].take(rng.permutation(n)).reset_index(drop=True)
         twin = spec.build(cell.generator.params)
         _timed(result, "audit_seconds", "audit", lambda: twin.fit(permuted, schema, cell.budget, seeds["fit"]))
         perm_draws = [audit_auc(m, split.test, y_test) for m in twin.evaluation_models(EVALUATION_DRAWS, seeds["sample"])]
