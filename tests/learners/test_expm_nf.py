@@ -19,7 +19,7 @@ def test_summed_l2_utility_has_sensitivity_one_under_replace_one():
     for row in range(5):
         x2, y2 = x.clone(), y.clone()
         x2[row], y2[row] = torch.randn(5, generator=g) * 50, 1 - y2[row]
-        assert (summed_l2(x, y, thetas) - summed_l2(x2, y2, thetas)).abs().max() <= 1.0
+        assert (summed_l2(x, y, thetas) - summed_l2(x2, y2, thetas)).abs().max() <= 1.0 + 1e-5  # float32 rounding
 
 
 def test_all_flow_samples_are_scored_in_one_batched_product():
