@@ -97,7 +97,7 @@ class LearnerSpec:
     guarantee: Guarantee
     defaults: Mapping[str, Any] = field(default_factory=dict)
     description: str = ""
-    resolver: Callable[[str], LearnerSpec] | None = None
+    resolver: Callable[[str, Any], LearnerSpec] | None = None  # (argument, registry) -> variant
 
     def build(self, params: Mapping[str, Any], device: str | None = None) -> Learner:
         unknown = sorted(set(params) - set(self.defaults))
@@ -110,10 +110,10 @@ class LearnerSpec:
     def devices(self) -> frozenset[str]:
         return frozenset({"cpu"})
 
-    def resolve(self, argument: str) -> LearnerSpec:
+    def resolve(self, argument: str, registry: Any) -> LearnerSpec:
         if self.resolver is None:
             raise ValueError(f"learner {self.name!r} takes no ':' argument")
-        return self.resolver(argument)
+        return self.resolver(argument, registry)
 
 
 @dataclass(frozen=True)

@@ -75,7 +75,8 @@ def toy_exact_check(learner_factory, epsilon: float, n: int = 300, half_width: f
 
     Returns KL(q‖p) (Monte Carlo over flow draws, using the flow's exact log q and the nearest grid
     point's log p) and the largest neighbour log-ratio |log p_D − log p_D'| of exact ExpM over the
-    grid, which must be ≤ ε (it checks the utility's sensitivity and the ε/2 temperature).
+    grid, which must be ≤ ε (it checks the utility's sensitivity and the ε/2 temperature), and, for
+    scale, KL(q‖p) against ExpM at ε/10.
     """
     x, y = toy_problem(n, seed)
     axis = torch.linspace(-half_width, half_width, points)
@@ -93,7 +94,10 @@ def toy_exact_check(learner_factory, epsilon: float, n: int = 300, half_width: f
         idx = ((thetas + half_width) / (2 * half_width) * (points - 1)).round().long().clamp(0, points - 1)
         log_p_at = log_p.view(points, points)[idx[:, 0], idx[:, 1]]
         kl = float((log_q - log_p_at)[inside].mean())
-    return {"kl_q_p": kl, "outside_grid": float(1 - inside.float().mean()),
+        # the same flow against ExpM at a 10× lower ε: how far a wrong temperature would show
+        log_p_wrong = grid_log_density(x, y, epsilon / 10, learner.prior_scale, grid, area)
+        kl_wrong = float((log_q - log_p_wrong.view(points, points)[idx[:, 0], idx[:, 1]])[inside].mean())
+    return {"kl_q_p": kl, "kl_q_p_at_tenth_epsilon": kl_wrong, "outside_grid": float(1 - inside.float().mean()),
             "exact_neighbour_log_ratio": float((log_p - log_p_neighbour).abs().max()), "epsilon": epsilon}
 
 

@@ -13,7 +13,7 @@ from dataclasses import replace
 import numpy as np
 import pandas as pd
 
-from harness import Budget, Guarantee, Ledger, LearnerSpec, Schema, hookimpl
+from harness import Budget, GeneratorSpec, Guarantee, Ledger, LearnerSpec, Schema, hookimpl
 from harness.registry import Registry
 from plugins.learners.features import Design
 from plugins.learners.logistic import LogisticModel
@@ -21,17 +21,16 @@ from plugins.learners.nonprivate_lr import fit_logistic
 
 
 class ViaSynthetic:
-    def __init__(self, generator: str = "", generator_params: dict | None = None, loss: str = "bce"):
-        if not generator:
+    def __init__(self, generator: GeneratorSpec | None = None, generator_params: dict | None = None, loss: str = "bce"):
+        if generator is None:
             raise ValueError("name the generator: via_synthetic:<generator>")
         self.generator, self.generator_params, self.loss = generator, dict(generator_params or {}), loss
         self.model_: LogisticModel | None = None
 
     def fit(self, train: pd.DataFrame, schema: Schema, budget: Budget, seed: int) -> Ledger:
-        spec = Registry.discover().generator(self.generator)
-        generator = spec.build(self.generator_params)
+        generator = self.generator.build(self.generator_params)
         ledger = generator.fit(train, schema, budget, seed)
-        synthetic = schema.conform(generator.sample(len(train), seed + 1), f"synthetic rows of {self.generator}")
+        synthetic = schema.conform(generator.sample(len(train), seed + 1), f"synthetic rows of {self.generator.name}")
         design = Design(schema)
         y = design.labels(synthetic)
         if y.min() == y.max():  # one class only: the LR cannot rank, the model scores every row alike
@@ -50,11 +49,11 @@ class ViaSynthetic:
         return [self.release()]
 
 
-def resolve(generator: str) -> LearnerSpec:
+def resolve(generator: str, registry: Registry) -> LearnerSpec:
     """The learner for one installed generator: its guarantee, its hyper-parameters as `generator_params`."""
-    provided = Registry.discover().generator(generator)
+    provided = registry.generator(generator)
     return replace(SPEC, name=f"via_synthetic:{generator}", guarantee=provided.guarantee,
-                   factory=lambda **params: ViaSynthetic(generator, **params),
+                   factory=lambda **params: ViaSynthetic(provided, **params),
                    defaults={"generator_params": {}, "loss": "bce"}, resolver=None,
                    version=f"{SPEC.version}+{provided.name}-{provided.version}")
 
@@ -64,7 +63,7 @@ SPEC = LearnerSpec(
     version="1",
     factory=ViaSynthetic,
     guarantee=Guarantee.NONE,
-    defaults={"generator": "", "generator_params": {}, "loss": "bce"},
+    defaults={"generator": None, "generator_params": {}, "loss": "bce"},
     description="non-private LR trained on a DP generator's synthetic rows (name it via_synthetic:<generator>)",
     resolver=resolve,
 )

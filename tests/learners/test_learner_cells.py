@@ -38,7 +38,15 @@ def test_learner_cells_have_their_own_keys(learner_registry):
     assert len({c.key for c in cells}) == 2 and [c.generator.kind for c in cells] == ["generator", "learner"]
 
 
-def test_learner_cells_score_auc_and_audit(tmp_path, learner_registry):
+@pytest.fixture
+def few_directions(monkeypatch):
+    """The exact-ExpM audit's base measure from 2,000 random directions instead of 50,000 (speed)."""
+    from plugins.learners import expm_nf_lr
+
+    monkeypatch.setattr(expm_nf_lr, "AUDIT_DIRECTIONS", 2_000)
+
+
+def test_learner_cells_score_auc_and_audit(tmp_path, learner_registry, few_directions):
     suite = Suite(name="cells", generators=(), datasets=("toy_learning",), epsilons=(1e-5, 1.0), seeds=(0,),
                   learners=(GeneratorConfig("nonprivate_lr", kind="learner"),
                             GeneratorConfig("expm_nf_lr", {"iterations": 150, "data_batch": 1024}, kind="learner")))
@@ -59,13 +67,14 @@ def test_learner_cells_score_auc_and_audit(tmp_path, learner_registry):
 def test_leaderboard_rows_of_learners_carry_auc_fraction_and_verdict(tmp_path, learner_registry):
     from harness.leaderboard import write_leaderboard
 
-    suite = Suite(name="board", generators=(), datasets=("toy_learning",), epsilons=(1e-5,), seeds=(0, 1),
+    # ε = 1e-3: PRV's error bar is clipped at 1e-4 (expm-nf spec §2), so DP-SGD cannot certify ε ≲ 1e-4
+    suite = Suite(name="board", generators=(), datasets=("toy_learning",), epsilons=(1e-3,), seeds=(0, 1),
                   learners=(GeneratorConfig("nonprivate_lr", kind="learner"),
                             GeneratorConfig("dpsgd_lr", {"epochs": 1.0}, kind="learner")))
     run_suite(suite, RunStore(tmp_path), learner_registry, show_progress=False, settings=Settings(executor="serial"))
     board, markdown = write_leaderboard(tmp_path, {})
     rows = board.set_index("generator")
     assert rows.loc["nonprivate_lr", "auc_fraction_of_nonprivate"] == 1.0
-    assert rows.loc["dpsgd_lr", "auc_fraction_of_nonprivate"] < 0.8  # ε = 1e-5: no signal survives the noise
+    assert rows.loc["dpsgd_lr", "auc_fraction_of_nonprivate"] < 0.9  # ε·n = 3: little signal survives the noise
     assert rows.loc["dpsgd_lr", "audit_verdict"] in {"consistent", "vacuous"}
     assert "audit_verdict" in markdown
