@@ -51,6 +51,7 @@ class ExpMNFLR:
         self.flow_: ParameterFlow | None = None
         self.design_: Design | None = None
         self.rkl_: float | None = None
+        self.release_seed_: int | None = None
 
     # --- the target density ---------------------------------------------------------------
     def log_prior(self, thetas: torch.Tensor) -> torch.Tensor:
@@ -85,6 +86,7 @@ class ExpMNFLR:
             raw = torch.as_tensor(train[self.weight_column].to_numpy(dtype=np.float32))
             weights = raw.clamp(max=self.weight_cap) / self.weight_cap  # each row's term stays in [0, 1]
         self.flow_ = fit_flow(self, x, y, weights, beta=budget.epsilon / 2, seed=seed)
+        self.release_seed_ = int(np.random.SeedSequence([seed, 1]).generate_state(1)[0])  # the one released z
         return self.ledger(budget, len(x))
 
     def ledger(self, budget: Budget, n_rows: int) -> Ledger:
@@ -128,8 +130,9 @@ class ExpMNFLR:
             thetas, _ = self.flow_.sample(k, torch.Generator().manual_seed(seed))
         return thetas.double().numpy()
 
-    def release(self, seed: int = 0) -> LogisticModel:
-        return LogisticModel(self.design_, self.draw(1, seed)[0])
+    def release(self) -> LogisticModel:
+        """ONE draw θ = g(z), z from the fit's seed: the only model that counts as the release."""
+        return LogisticModel(self.design_, self.draw(1, self.release_seed_)[0])
 
     def evaluation_models(self, k: int, seed: int) -> list[LogisticModel]:
         return [LogisticModel(self.design_, t) for t in self.draw(k, seed)]
