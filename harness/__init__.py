@@ -1,6 +1,6 @@
 """dpgym's core: the plugin contract, public schemas, privacy accounting, runner and leaderboard.
 
-The harness imports no model code; generators, datasets and metrics are plugins.
+The harness imports no model code; generators, learners, datasets and metrics are plugins.
 """
 
 from harness.hookspecs import DPGYM_API_VERSION, hookimpl
@@ -11,6 +11,8 @@ from harness.specs import (
     Direction,
     Generator,
     GeneratorSpec,
+    Learner,
+    LearnerSpec,
     MetricContext,
     MetricResult,
     MetricSpec,
@@ -21,6 +23,6 @@ __version__ = "0.1.0"
 
 __all__ = [
     "DPGYM_API_VERSION", "Budget", "Column", "ColumnKind", "DatasetSpec", "Direction", "Generator", "GeneratorSpec",
-    "Guarantee", "Ledger", "LedgerEntry", "MetricContext", "MetricResult", "MetricSpec", "Schema",
+    "Guarantee", "Learner", "LearnerSpec", "Ledger", "LedgerEntry", "MetricContext", "MetricResult", "MetricSpec", "Schema",
     "SchemaError", "Split", "hookimpl",
 ]

@@ -55,6 +55,7 @@ def build_parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="run a suite (or an ad-hoc grid) into a run directory")
     run.add_argument("--suite", help="suite name (leaderboard/suites/NAME.toml) or path to a suite file")
     run.add_argument("--generators", help="comma-separated generator names (ad-hoc grid)")
+    run.add_argument("--learners", help="comma-separated private-learner names, run in the same grid")
     run.add_argument("--datasets", help="comma-separated dataset names")
     run.add_argument("--epsilons", help="comma-separated ε values (inf for non-private)")
     run.add_argument("--seeds", type=int, help="number of seeds (0..N-1)")
@@ -108,18 +109,21 @@ def suite_from_args(args: argparse.Namespace) -> Suite:
             replace["delta"] = args.delta
         if args.metrics:
             replace["metrics"] = tuple(_csv(args.metrics))
-        if args.generators:
-            raise SuiteError("--generators builds an ad-hoc grid; it cannot be combined with --suite")
+        if args.generators or args.learners:
+            raise SuiteError("--generators/--learners build an ad-hoc grid; they cannot be combined with --suite")
         if replace:
             fields = {**suite.__dict__, **replace}
             suite = Suite(**fields)
     else:
-        missing = [f"--{n}" for n in ("generators", "datasets", "epsilons") if not getattr(args, n)]
+        missing = [f"--{n}" for n in ("datasets", "epsilons") if not getattr(args, n)]
+        if not (args.generators or args.learners):
+            missing.insert(0, "--generators (or --learners)")
         if missing:
             raise SuiteError(f"give --suite, or an ad-hoc grid with {', '.join(missing)}")
         suite = Suite(
             name="adhoc",
-            generators=tuple(GeneratorConfig(g) for g in _csv(args.generators)),
+            generators=tuple(GeneratorConfig(g) for g in _csv(args.generators or "")),
+            learners=tuple(GeneratorConfig(name, kind="learner") for name in _csv(args.learners or "")),
             datasets=tuple(_csv(args.datasets)),
             epsilons=tuple(parse_epsilon(e, "--epsilons") for e in _csv(args.epsilons)),
             seeds=tuple(range(args.seeds or 1)),
@@ -159,6 +163,12 @@ def cmd_list(registry: Registry, console: Console) -> None:
     for name, p in sorted(registry.kinds["generator"].items()):
         defaults = ", ".join(f"{k}={v}" for k, v in p.spec.defaults.items())
         gens.add_row(name, p.spec.version, str(p.spec.guarantee), defaults, p.package)
+    learners = Table(title="learners (private-learning track)")
+    for col in ("name", "version", "guarantee", "defaults", "provided by"):
+        learners.add_column(col)
+    for name, p in sorted(registry.kinds["learner"].items()):
+        defaults = ", ".join(f"{k}={v}" for k, v in p.spec.defaults.items())
+        learners.add_row(name, p.spec.version, str(p.spec.guarantee), defaults, p.package)
     data = Table(title="datasets")
     for col in ("name", "version", "available", "licence", "sha256", "provided by"):
         data.add_column(col)
@@ -176,6 +186,8 @@ def cmd_list(registry: Registry, console: Console) -> None:
         values = ", ".join(f"{k} ({'↑' if d is Direction.HIGHER else '↓'})" for k, d in p.spec.directions.items())
         mets.add_row(name, p.spec.version, values, p.package)
     console.print(gens)
+    if registry.kinds["learner"]:
+        console.print(learners)
     console.print(data)
     for line in how_to:
         console.print(f"  {line}", markup=False, soft_wrap=True)

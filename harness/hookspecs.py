@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 import pluggy
 
 if TYPE_CHECKING:
-    from harness.specs import DatasetSpec, GeneratorSpec, MetricSpec
+    from harness.specs import DatasetSpec, GeneratorSpec, LearnerSpec, MetricSpec
 
 PROJECT = "dpgym"
 # The version of this contract. A plugin module may declare the version it was written for as
@@ -32,6 +32,18 @@ def dpgym_generators() -> list[GeneratorSpec]:
     Each `GeneratorSpec` names a factory taking the hyper-parameters as keywords (all of them
     listed with defaults in `spec.defaults`) and declares the generator's privacy guarantee:
     ``formal``, ``pure``, ``nominal`` or ``none``. Names must be unique across all plugins.
+    """
+
+
+@hookspec
+def dpgym_learners() -> list[LearnerSpec]:
+    """Return the private learners this plugin provides (the private-learning track).
+
+    A `LearnerSpec` names a factory taking the hyper-parameters as keywords (all listed with
+    defaults in `spec.defaults`) and declares the guarantee of the ONE model it releases:
+    ``formal`` (DP-SGD), ``pure``, ``nominal`` (a claim without a proof, e.g. ExpM+NF) or
+    ``none``. Learner cells share datasets, budgets, the ledger and the store with generator
+    cells; the runner scores the released model by AUC on the real test split.
     """
 
 

@@ -8,6 +8,13 @@ One row per (generator, dataset, ε). Columns, in order (the contract of issue 2
     sample_seconds_mean, peak_rss_mb_max, error,
     <m>_rank                                              for every metric value m
 
+Rows of private learners (task ``private_learning``) also carry ``auc_median`` (median over seeds
+of the released model's test AUC), ``auc_draws_median`` (median over every evaluation draw of
+every seed: the ExpM+NF paper's statistic), ``auc_fraction_of_nonprivate`` (auc_median over the
+best ``nonprivate_lr`` configuration's auc_median on the same dataset, as in the paper), and their
+``audit_verdict`` is the most severe of the cells' audits and of the group-privacy check on the
+draws pooled over seeds (harness/audit.py).
+
 Statistics (see the README's leaderboard section for the reasoning):
 
 - ``<m>_ci_low/high`` is a 95% percentile bootstrap interval of the mean over seeds
@@ -40,6 +47,7 @@ import pandas as pd
 import scikit_posthocs
 from scipy import stats
 
+from harness import audit
 from harness.specs import Direction
 from harness.store import RunStore
 
@@ -72,9 +80,11 @@ def cell_rows(results: list[dict[str, Any]]) -> pd.DataFrame:
     rows = []
     for r in results:
         cell, privacy, timings = r["cell"], r.get("privacy", {}), r.get("timings", {})
+        detail = r.get("metric_detail", {}) if r["status"] == "ok" else {}
         rows.append({
             "generator": cell["generator"],
             "plugin": r["generator"]["name"],
+            "task": r.get("task", "synthetic_data"),
             "dataset": cell["dataset"],
             "epsilon": float(cell["epsilon"]),
             "delta": float(cell["delta"]),
@@ -90,6 +100,9 @@ def cell_rows(results: list[dict[str, Any]]) -> pd.DataFrame:
             "sample_seconds": timings.get("sample_seconds", math.nan),
             "total_seconds": timings.get("total_seconds", math.nan),
             "peak_rss_mb": r.get("peak_rss_mb", math.nan),
+            "n_rows": (r.get("audit") or {}).get("n_rows"),
+            "auc_draws": detail.get("auc_draws"),
+            "auc_permuted_draws": detail.get("auc_permuted_draws"),
             **({f"metric:{k}": v for k, v in r.get("metrics", {}).items()} if r["status"] == "ok" else {}),
         })
     cells = pd.DataFrame(rows)
@@ -184,14 +197,37 @@ def aggregate(cells: pd.DataFrame, directions: dict[str, Direction]) -> pd.DataF
             peak_rss_mb_max=ok.peak_rss_mb.max(),
             error=next((e for e in group[group.charged].error if e), ""),
         )
+        if (group.task == "private_learning").all():
+            row.update(plugin=group.plugin.iloc[0], **_learning_columns(ok, row["epsilon"]))
         rows.append(row)
     board = pd.DataFrame(rows)
+    if "auc_median" in board:
+        board["auc_fraction_of_nonprivate"] = board.auc_median / board.dataset.map(_nonprivate_baseline(board))
     for m in metrics:
         higher = directions.get(m, Direction.HIGHER) is Direction.HIGHER
         board[f"{m}_rank"] = math.nan
         for _, part in board.groupby(["dataset", "epsilon"]):
             board.loc[part.index, f"{m}_rank"] = ci_rank(part, m, higher)
     return board
+
+
+def _learning_columns(ok: pd.DataFrame, epsilon: float) -> dict[str, Any]:
+    if ok.empty:
+        return {"auc_median": math.nan, "auc_draws_median": math.nan, "audit_verdict": "not_audited"}
+    draws = [a for d in ok.auc_draws.dropna() for a in d]
+    permuted = [a for d in ok.auc_permuted_draws.dropna() for a in d]
+    verdicts = [v for v in ok.audit_verdict.dropna() if v]
+    if permuted and len(ok) > 1:  # one model per seed (DP-SGD): the check needs the seeds pooled
+        verdicts.append(audit.group_privacy(np.array(draws), np.array(permuted), epsilon, int(ok.n_rows.iloc[0])).verdict)
+    return {"auc_median": float(ok["metric:auc"].median()),
+            "auc_draws_median": float(np.median(draws)) if draws else math.nan,
+            "audit_verdict": min(verdicts, key=audit.VERDICT_ORDER.index) if verdicts else "not_audited"}
+
+
+def _nonprivate_baseline(board: pd.DataFrame) -> dict[str, float]:
+    """Per dataset, the best auc_median of any nonprivate_lr configuration (BCE or ℓ2)."""
+    baseline = board[board.get("plugin") == "nonprivate_lr"]
+    return baseline.groupby("dataset").auc_median.max().to_dict()
 
 
 def ci_rank(part: pd.DataFrame, metric: str, higher: bool) -> pd.Series:
@@ -312,7 +348,8 @@ def _ordered(board: pd.DataFrame, metrics: list[str]) -> pd.DataFrame:
     per_metric = [f"{m}_{s}" for m in metrics for s in ("mean", "std", "ci_low", "ci_high")]
     tail = ["unavailable", "guarantee", "audit_verdict", "claimed_epsilon_max", "reaccounted_epsilon_max",
             "sample_seconds_mean", "peak_rss_mb_max", "error"]
-    return board[head + per_metric + tail + [f"{m}_rank" for m in metrics]]
+    learning = [c for c in ("auc_median", "auc_draws_median", "auc_fraction_of_nonprivate") if c in board]
+    return board[head + per_metric + tail + learning + [f"{m}_rank" for m in metrics]]
 
 
 def build_leaderboard(run_dir: Path, directions: dict[str, Direction], keys: set[str] | None = None) -> Leaderboard:
@@ -341,8 +378,9 @@ def to_markdown(lb: Leaderboard) -> str:
     lines = []
     for (dataset, epsilon), part in board.groupby(["dataset", "epsilon"], sort=True):
         lines.append(f"### {dataset}, ε = {epsilon:g}\n")
+        learning = [c for c in ("auc_median", "auc_fraction_of_nonprivate") if c in board]
         header = ["generator", "guarantee", "audit", "seeds", "failed", "fit s"] + [
-            f"{m} {'↑' if directions.get(m, Direction.HIGHER) is Direction.HIGHER else '↓'}" for m in metrics]
+            f"{m} {'↑' if directions.get(m, Direction.HIGHER) is Direction.HIGHER else '↓'}" for m in metrics] + learning
         lines.append("| " + " | ".join(header) + " |")
         lines.append("|" + "---|" * len(header))
         for _, row in part.iterrows():
@@ -354,6 +392,7 @@ def to_markdown(lb: Leaderboard) -> str:
                 if np.isfinite(low):
                     text += f" [{_fmt(low)}, {_fmt(high)}]"
                 cells.append(text + ("" if not np.isfinite(rank) else f" #{rank:g}"))
+            cells.extend(_fmt(row[c]) for c in learning)
             lines.append("| " + " | ".join(cells) + " |")
         lines.append("")
     lines.append("Mean over seeds with its 95% bootstrap CI; `#r` = rank, where generators whose CIs overlap share a "

@@ -39,7 +39,8 @@ class Provided:
 class Registry:
     """Every generator, dataset and metric the installed plugins provide, by name."""
 
-    HOOKS = {"generator": "dpgym_generators", "dataset": "dpgym_datasets", "metric": "dpgym_metrics"}
+    HOOKS = {"generator": "dpgym_generators", "learner": "dpgym_learners", "dataset": "dpgym_datasets",
+             "metric": "dpgym_metrics"}
 
     def __init__(self, manager: pluggy.PluginManager, packages: dict[str, str], worker_plugins: str = "",
                  direct: tuple[str, ...] = ()):
@@ -158,7 +159,7 @@ class Registry:
         available = self.kinds[kind]
         prefix, colon, argument = name.partition(":")
         if colon and name not in available and prefix in available:
-            return self._resolve(kind, name, available[prefix], argument)
+            return self._resolve(kind, name, available[prefix], argument, self)
         if name not in available:
             close = difflib.get_close_matches(name, available, n=3)
             hint = f"; did you mean {', '.join(close)}?" if close else f"; available: {', '.join(sorted(available))}"
@@ -166,13 +167,15 @@ class Registry:
         return available[name]
 
     @staticmethod
-    def _resolve(kind: str, name: str, base: Provided, argument: str) -> Provided:
+    def _resolve(kind: str, name: str, base: Provided, argument: str, registry: Registry) -> Provided:
         """``prefix:argument`` names: specs with a `resolve(argument)` method build their variants."""
         resolve = getattr(base.spec, "resolve", None)
         if resolve is None:
             raise PluginError(f"{kind} {base.spec.name!r} takes no ':' argument (asked for {name!r})")
         try:
-            return Provided(resolve(argument), base.plugin, base.package)
+            # learners resolve against the registry (via_synthetic:<generator> looks the generator up)
+            variant = resolve(argument, registry) if kind == "learner" else resolve(argument)
+            return Provided(variant, base.plugin, base.package)
         except ValueError as err:
             raise PluginError(f"{kind} {name!r}: {err}") from err
 

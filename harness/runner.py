@@ -79,8 +79,8 @@ def expand(suite: Suite, registry: Registry) -> list[Cell]:
     metric_names = suite.metrics if suite.metrics is not None else tuple(sorted(registry.kinds["metric"]))
     metrics = [registry.get("metric", m) for m in metric_names]
     cells = []
-    for gen in suite.generators:
-        provided = registry.get("generator", gen.name)
+    for gen in suite.configs:
+        provided = registry.get(gen.kind, gen.name)
         params = {**provided.spec.defaults, **gen.params}
         provided.spec.build(gen.params)  # unknown or invalid hyper-parameters are a user error now
         for dataset_name in suite.datasets:
@@ -89,7 +89,7 @@ def expand(suite: Suite, registry: Registry) -> list[Cell]:
                 for seed in suite.seeds:
                     content = {
                         "harness": harness.__version__,
-                        "generator": [gen.name, provided.spec.version, provided.package, params],
+                        gen.kind: [gen.name, provided.spec.version, provided.package, params],
                         "dataset": [dataset.name, dataset.version, dataset.checksum],
                         "metrics": sorted((m.spec.name, m.spec.version) for m in metrics),
                         "epsilon": repr(float(epsilon)),
@@ -135,10 +135,11 @@ class CellFailure(Exception):
 
 def cell_header(cell: Cell, registry: Registry) -> dict[str, Any]:
     """What result.json says about a cell before it runs (also used for cells killed by a limit)."""
-    provided = registry.get("generator", cell.generator.name)
+    provided = registry.get(cell.generator.kind, cell.generator.name)
     dataset = registry.dataset(cell.dataset)
     return {
         "format": "dpgym-result/1",
+        "task": "private_learning" if cell.generator.kind == "learner" else "synthetic_data",
         "cell": cell.describe(),
         "generator": {
             "name": cell.generator.name, "label": cell.generator.display, "version": provided.spec.version,
@@ -184,7 +185,7 @@ def _deterministic_torch(device: str, spec: GeneratorSpec) -> None:
 def run_cell(cell: Cell, registry: Registry, device: str = "cpu",
              ) -> tuple[dict[str, Any], dict[str, Any] | None, pd.DataFrame | None]:
     """Run one cell; never raises for a plugin's fault. Returns (result, ledger, synthetic)."""
-    provided = registry.get("generator", cell.generator.name)
+    provided = registry.get(cell.generator.kind, cell.generator.name)
     dataset = registry.dataset(cell.dataset)
     result = cell_header(cell, registry)
     ledger_json: dict[str, Any] | None = None
@@ -196,8 +197,13 @@ def run_cell(cell: Cell, registry: Registry, device: str = "cpu",
             # An explicit `device` hyper-parameter (suite or --set) wins over the run's --device.
             result["device"] = resolve_device(str(cell.generator.params.get("device", device)), provided.spec)
             _deterministic_torch(result["device"], provided.spec)
-            metrics = [registry.metric(name) for name in cell.metrics]
-            ledger_json, synthetic = _execute(cell, provided, dataset, metrics, result)
+            if cell.generator.kind == "learner":
+                from harness.learning import execute_learner
+
+                ledger_json, synthetic = execute_learner(cell, provided, dataset, result), None
+            else:
+                metrics = [registry.metric(name) for name in cell.metrics]
+                ledger_json, synthetic = _execute(cell, provided, dataset, metrics, result)
             result["status"] = "ok"
         except DatasetUnavailable as err:
             result.update(status="unavailable", error={"stage": "load", "type": type(err).__name__, "message": str(err)})
@@ -246,19 +252,7 @@ def _execute(cell: Cell, provided: Provided, dataset: DatasetSpec, metrics: list
     generator = _stage("build", lambda: spec.build(params))
     train = split.train.copy()  # the generator gets its own copy: it cannot alter what metrics see
     ledger: Ledger = _timed(result, "fit_seconds", "fit", lambda: generator.fit(train, schema, cell.budget, seeds["fit"]))
-    if not isinstance(ledger, Ledger):
-        raise CellFailure("fit", TypeError(f"generator {spec.name!r}: fit() returned {type(ledger).__name__}, not a Ledger"))
-    check = reaccount(ledger, cell.budget)
-    ledger_json = {**ledger.to_dict(), "budget": cell.budget.to_dict(), "reaccounted": check.to_dict()}
-    result["_ledger"] = ledger_json
-    result["privacy"] = {"claimed_epsilon": ledger_json["epsilon"], "claimed_delta": ledger.delta,
-                         "reaccounted": check.to_dict()}
-    if ledger.guarantee is not spec.guarantee:
-        raise CellFailure("privacy", PrivacyViolation(
-            f"generator {spec.name!r} declares guarantee {spec.guarantee!s} but its ledger says {ledger.guarantee!s}"))
-    _stage("privacy", lambda: ledger.check_within(cell.budget))
-    if check.verdict != "ok":
-        raise CellFailure("privacy", PrivacyViolation(f"re-accounting verdict {check.verdict}: {check.detail}"))
+    ledger_json = check_ledger(ledger, spec, cell, result)
     raw = _timed(result, "sample_seconds", "sample", lambda: generator.sample(len(split.train), seeds["sample"]))
     synthetic = _stage("validate", lambda: schema.conform(raw, f"synthetic data of generator {spec.name!r}"))
     context = MetricContext(train=split.train, test=split.test, synthetic=synthetic, schema=schema,
@@ -274,6 +268,25 @@ def _execute(cell: Cell, provided: Provided, dataset: DatasetSpec, metrics: list
         result["metric_detail"][metric.name] = output.detail
     result["timings"]["evaluate_seconds"] = time.perf_counter() - start
     return ledger_json, synthetic
+
+
+def check_ledger(ledger: Ledger, spec: Any, cell: Cell, result: dict[str, Any]) -> dict[str, Any]:
+    """Re-account a fitted plugin's ledger and refuse the cell unless its claim holds and fits the budget."""
+    if not isinstance(ledger, Ledger):
+        raise CellFailure("fit", TypeError(f"{cell.generator.kind} {spec.name!r}: fit() returned "
+                                           f"{type(ledger).__name__}, not a Ledger"))
+    check = reaccount(ledger, cell.budget)
+    ledger_json = {**ledger.to_dict(), "budget": cell.budget.to_dict(), "reaccounted": check.to_dict()}
+    result["_ledger"] = ledger_json
+    result["privacy"] = {"claimed_epsilon": ledger_json["epsilon"], "claimed_delta": ledger.delta,
+                         "reaccounted": check.to_dict()}
+    if ledger.guarantee is not spec.guarantee:
+        raise CellFailure("privacy", PrivacyViolation(
+            f"{cell.generator.kind} {spec.name!r} declares guarantee {spec.guarantee!s} but its ledger says {ledger.guarantee!s}"))
+    _stage("privacy", lambda: ledger.check_within(cell.budget))
+    if check.verdict != "ok":
+        raise CellFailure("privacy", PrivacyViolation(f"re-accounting verdict {check.verdict}: {check.detail}"))
+    return ledger_json
 
 
 @dataclass

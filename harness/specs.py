@@ -1,4 +1,4 @@
-"""What a plugin hands the harness: specs describing generators, datasets and metrics."""
+"""What a plugin hands the harness: specs describing generators, learners, datasets and metrics."""
 
 from __future__ import annotations
 
@@ -30,6 +30,28 @@ class Generator(Protocol):
     def sample(self, n: int, seed: int) -> pd.DataFrame: ...
 
 
+class Model(Protocol):
+    """A released model: real-valued scores for rows in schema form (higher = positive class)."""
+
+    def decision_function(self, frame: pd.DataFrame) -> Any: ...
+
+
+class Learner(Protocol):
+    """A private learner: trains on the private training rows and releases ONE model.
+
+    `fit` records every mechanism it runs on the rows in the returned ledger, as a generator does.
+    `release` is the model that counts as the release. `evaluation_models(k, seed)` are extra
+    models drawn from the same fitted mechanism for evaluation only (ExpM+NF: k flow draws;
+    a learner with one model returns [release()]): publishing them would spend k·ε.
+    """
+
+    def fit(self, train: pd.DataFrame, schema: Schema, budget: Budget, seed: int) -> Ledger: ...
+
+    def release(self) -> Model: ...
+
+    def evaluation_models(self, k: int, seed: int) -> list[Model]: ...
+
+
 @dataclass(frozen=True)
 class Split:
     """A dataset's fixed train/test split, both in schema form."""
@@ -57,6 +79,38 @@ class GeneratorSpec:
                 f"(it takes: {', '.join(sorted(self.defaults)) or 'none'})"
             )
         return self.factory(**{**self.defaults, **params})
+
+
+@dataclass(frozen=True)
+class LearnerSpec:
+    """A private learner: like a `GeneratorSpec`, but its cells release a model, scored by test AUC.
+
+    A spec may offer `resolve(argument)` for ``name:argument`` variants (``via_synthetic:<generator>``).
+    """
+
+    name: str
+    version: str
+    factory: Callable[..., Learner]
+    guarantee: Guarantee
+    defaults: Mapping[str, Any] = field(default_factory=dict)
+    description: str = ""
+    resolver: Callable[[str, Any], LearnerSpec] | None = None  # (argument, registry) -> variant
+
+    def build(self, params: Mapping[str, Any], device: str | None = None) -> Learner:
+        unknown = sorted(set(params) - set(self.defaults))
+        if unknown:
+            raise SpecError(f"learner {self.name!r}: unknown hyper-parameters {unknown} "
+                            f"(it takes: {', '.join(sorted(self.defaults)) or 'none'})")
+        return self.factory(**{**self.defaults, **params})
+
+    @property
+    def devices(self) -> frozenset[str]:
+        return frozenset({"cpu"})
+
+    def resolve(self, argument: str, registry: Any) -> LearnerSpec:
+        if self.resolver is None:
+            raise ValueError(f"learner {self.name!r} takes no ':' argument")
+        return self.resolver(argument, registry)
 
 
 @dataclass(frozen=True)
@@ -109,4 +163,4 @@ class MetricSpec:
     requires_target: bool = False
 
 
-SPEC_TYPES = {"generator": GeneratorSpec, "dataset": DatasetSpec, "metric": MetricSpec}
+SPEC_TYPES = {"generator": GeneratorSpec, "learner": LearnerSpec, "dataset": DatasetSpec, "metric": MetricSpec}

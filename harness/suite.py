@@ -1,4 +1,4 @@
-"""Suites: the grid a run covers (generators × datasets × ε × seeds), read from TOML or the CLI.
+"""Suites: the grid a run covers ((generators + learners) × datasets × ε × seeds), from TOML or the CLI.
 
 A suite file (``leaderboard/suites/NAME.toml``)::
 
@@ -13,6 +13,9 @@ A suite file (``leaderboard/suites/NAME.toml``)::
     name = "independent"
     label = "independent-laplace"       # optional: tells two configurations apart
     params = { mechanism = "laplace" }
+
+    learners = ["nonprivate_lr", "dpsgd_lr"]   # optional: private learners (names or tables
+                                               # like [[generators]]), run in the same grid
 
     [settings]                # optional: how the cells run; never part of a cell's key
     executor = "processes"    # serial | processes | dask
@@ -41,9 +44,12 @@ class SuiteError(ValueError):
 
 @dataclass(frozen=True)
 class GeneratorConfig:
+    """One configured plugin of the grid: a generator, or a learner (`kind` = "learner")."""
+
     name: str
     params: dict[str, Any] = field(default_factory=dict)
     label: str = ""
+    kind: str = "generator"
 
     @property
     def display(self) -> str:
@@ -142,12 +148,15 @@ class Suite:
     delta: float = 1e-5
     metrics: tuple[str, ...] | None = None  # None: every installed metric
     settings: Settings = Settings()
+    learners: tuple[GeneratorConfig, ...] = ()
 
     def __post_init__(self) -> None:
-        for what in ("generators", "datasets", "epsilons", "seeds"):
+        for what in ("datasets", "epsilons", "seeds"):
             if not getattr(self, what):
                 raise SuiteError(f"suite {self.name!r}: '{what}' is empty")
-        labels = [g.display for g in self.generators]
+        if not self.generators and not self.learners:
+            raise SuiteError(f"suite {self.name!r}: 'generators' is empty (and no 'learners')")
+        labels = [g.display for g in (*self.generators, *self.learners)]
         dupes = sorted({x for x in labels if labels.count(x) > 1})
         if dupes:
             raise SuiteError(f"suite {self.name!r}: generators {dupes} appear twice; give each a distinct 'label'")
@@ -167,7 +176,14 @@ class Suite:
             "seeds": list(self.seeds),
             "metrics": list(self.metrics) if self.metrics is not None else None,
             "settings": self.settings.to_dict(),
+            **({"learners": [{"name": g.name, "label": g.label, "params": g.params} for g in self.learners]}
+               if self.learners else {}),
         }
+
+    @property
+    def configs(self) -> tuple[GeneratorConfig, ...]:
+        """Every configured plugin of the grid: generators, then learners."""
+        return (*self.generators, *self.learners)
 
 
 def parse_seeds(value: Any, where: str) -> tuple[int, ...]:
@@ -188,22 +204,16 @@ def parse_epsilon(value: Any, where: str) -> float:
 
 
 def suite_from_dict(raw: dict[str, Any], where: str) -> Suite:
-    allowed = {"name", "description", "generators", "datasets", "epsilons", "delta", "seeds", "metrics", "settings"}
+    allowed = {"name", "description", "generators", "learners", "datasets", "epsilons", "delta", "seeds", "metrics",
+               "settings"}
     unknown = sorted(set(raw) - allowed)
     if unknown:
         raise SuiteError(f"{where}: unknown keys {unknown} (allowed: {', '.join(sorted(allowed))})")
-    generators = []
-    for i, g in enumerate(raw.get("generators", [])):
-        if not isinstance(g, dict) or "name" not in g:
-            raise SuiteError(f"{where}: generators[{i}] needs a 'name'")
-        extra = sorted(set(g) - {"name", "label", "params"})
-        if extra:
-            raise SuiteError(f"{where}: generators[{i}] ({g['name']}) has unknown keys {extra}")
-        generators.append(GeneratorConfig(g["name"], dict(g.get("params", {})), g.get("label", "")))
     metrics = raw.get("metrics")
     return Suite(
         name=str(raw.get("name", where)),
-        generators=tuple(generators),
+        generators=_configs(raw, "generators", where),
+        learners=_configs(raw, "learners", where),
         datasets=tuple(raw.get("datasets", [])),
         epsilons=tuple(parse_epsilon(e, where) for e in raw.get("epsilons", [])),
         seeds=parse_seeds(raw.get("seeds", 1), where),
@@ -211,6 +221,22 @@ def suite_from_dict(raw: dict[str, Any], where: str) -> Suite:
         metrics=tuple(metrics) if metrics is not None else None,
         settings=settings_from_dict(raw.get("settings", {}), where),
     )
+
+
+def _configs(raw: dict[str, Any], what: str, where: str) -> tuple[GeneratorConfig, ...]:
+    """`[[generators]]` / `[[learners]]` tables; learners may also be plain names."""
+    configs = []
+    for i, g in enumerate(raw.get(what, [])):
+        if what == "learners" and isinstance(g, str):
+            g = {"name": g}
+        if not isinstance(g, dict) or "name" not in g:
+            raise SuiteError(f"{where}: {what}[{i}] needs a 'name'")
+        extra = sorted(set(g) - {"name", "label", "params"})
+        if extra:
+            raise SuiteError(f"{where}: {what}[{i}] ({g['name']}) has unknown keys {extra}")
+        configs.append(GeneratorConfig(g["name"], dict(g.get("params", {})), g.get("label", ""),
+                                       kind="learner" if what == "learners" else "generator"))
+    return tuple(configs)
 
 
 def load_suite(name_or_path: str) -> Suite:
@@ -229,8 +255,8 @@ def load_suite(name_or_path: str) -> Suite:
 
 
 def apply_overrides(suite: Suite, overrides: list[str]) -> Suite:
-    """Apply ``generator.param=value`` overrides (value parsed as TOML, else a string)."""
-    generators = list(suite.generators)
+    """Apply ``generator.param=value`` overrides (value parsed as TOML, else a string); learners too."""
+    generators = list(suite.configs)
     for item in overrides:
         key, sep, text = item.partition("=")
         target, dot, param = key.partition(".")
@@ -245,5 +271,6 @@ def apply_overrides(suite: Suite, overrides: list[str]) -> Suite:
             raise SuiteError(f"--set {item!r}: no generator {target!r} in the suite")
         for i in hits:
             g = generators[i]
-            generators[i] = GeneratorConfig(g.name, {**g.params, param: value}, g.label)
-    return replace(suite, generators=tuple(generators))
+            generators[i] = replace(g, params={**g.params, param: value})
+    return replace(suite, generators=tuple(generators[:len(suite.generators)]),
+                   learners=tuple(generators[len(suite.generators):]))

@@ -48,6 +48,8 @@ def _pure_epsilon(entry: LedgerEntry) -> float | None:
     p = entry.params
     if entry.mechanism == "laplace":
         return float(p["l1_sensitivity"]) / float(p["scale"])
+    if entry.mechanism == "exponential":  # density ∝ exp(β·u): ε = 2·β·Δu (McSherry & Talwar 2007)
+        return 2 * float(p["inverse_temperature"]) * float(p["utility_sensitivity"])
     return None
 
 

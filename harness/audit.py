@@ -1,0 +1,68 @@
+"""Privacy plausibility audit of a learner's reported accuracy, generic part (expm-nf spec §1.9,
+§7.2a, §9 item 9). Empirical: it can show a claim impossible, never prove one.
+
+**Group-privacy check** (any ε-DP learner). Labels permuted make a dataset D' at replace-distance
+≤ n from D, so P[M(D) ∈ A] ≤ e^{nε}·P[M(D') ∈ A] for every event A. With A = "test AUC ≥ t" at
+t = the median AUC on real labels, P_real(A) ≥ 1/2; a Clopper–Pearson upper bound on P_perm(A)
+times e^{nε} below the lower bound on P_real(A) is impossible for a true ε-DP learner.
+
+Learner-specific checks (e.g. the exact-ExpM bound in plugins/learners/audit.py) return the same
+`Finding`s. Verdicts: ``implausible`` (a check fires), ``consistent`` (a check could have fired and
+did not), ``vacuous`` (the bound is too loose to test anything at this ε·n), ``not_audited``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+
+import numpy as np
+from scipy.stats import beta as beta_dist
+
+CONFIDENCE = 0.95
+VERDICT_ORDER = ("implausible", "consistent", "vacuous", "not_audited")
+
+
+@dataclass(frozen=True)
+class Finding:
+    check: str
+    verdict: str
+    threshold_auc: float
+    bound: float  # the largest P(AUC ≥ threshold) the check allows (upper confidence)
+    observed: float  # lower confidence bound on P_real(AUC ≥ threshold)
+    detail: str
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def clopper_pearson(hits: int, trials: int, confidence: float = CONFIDENCE) -> tuple[float, float]:
+    """Two-sided exact binomial interval for a proportion."""
+    alpha = 1 - confidence
+    lo = 0.0 if hits == 0 else float(beta_dist.ppf(alpha / 2, hits, trials - hits + 1))
+    hi = 1.0 if hits == trials else float(beta_dist.ppf(1 - alpha / 2, hits + 1, trials - hits))
+    return lo, hi
+
+
+def group_privacy(real_aucs: np.ndarray, permuted_aucs: np.ndarray, epsilon: float, n: int) -> Finding:
+    """Check 1: real-label AUCs against permuted-label AUCs of the same learner at the same ε."""
+    real, perm = np.asarray(real_aucs, float), np.asarray(permuted_aucs, float)
+    t = float(np.median(real))
+    observed, _ = clopper_pearson(int((real >= t).sum()), len(real))
+    _, p_perm = clopper_pearson(int((perm >= t).sum()), len(perm))
+    log_factor = n * epsilon
+    bound = math.exp(min(log_factor + math.log(max(p_perm, 1e-300)), 0.0))
+    if bound >= 1.0 or log_factor > 700:
+        verdict = "vacuous"
+    else:
+        verdict = "implausible" if observed > bound else "consistent"
+    return Finding("group_privacy", verdict, t, bound, observed,
+                   f"e^(nε) = e^{log_factor:.3g}; P_perm(AUC ≥ {t:.3f}) ≤ {p_perm:.3g} over {len(perm)} permuted-label "
+                   f"models; P_real ≥ {observed:.3g} over {len(real)}")
+
+
+def combine(findings: list[Finding]) -> str:
+    """The cell's verdict: the most severe finding (implausible > consistent > vacuous)."""
+    if not findings:
+        return "not_audited"
+    return min((f.verdict for f in findings), key=VERDICT_ORDER.index)

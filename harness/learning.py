@@ -1,0 +1,77 @@
+"""Running one private-learning cell: fit a learner on the private training split, check its ledger
+as for a generator, score the released model by AUC on the real test split, and audit the claim.
+
+Metrics written to ``result.json``:
+- ``auc``: test AUC of the ONE released model (what a user would get);
+- ``auc_draws_median``: median AUC over `EVALUATION_DRAWS` models from the same fitted mechanism
+  (ExpM+NF: flow draws, the paper's statistic; other learners: the released model itself);
+- ``audit_*``: the privacy plausibility audit (plugins/learners/audit.py), run where it can bite:
+  ε·n ≤ `AUDIT_MAX_LOG_FACTOR`. The learner is refitted on the training rows with labels
+  permuted, and its AUCs there bound what an ε-DP learner may reach on the real labels
+  (`harness.audit`); a learner may add its own checks with an `audit_findings` method.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+from sklearn.metrics import roc_auc_score
+
+from harness import audit
+from harness.registry import Provided
+from harness.schema import Schema
+from harness.specs import DatasetSpec, Split
+
+EVALUATION_DRAWS = 1000
+AUDIT_MAX_LOG_FACTOR = 50.0  # e^{nε} above e^50 makes the group-privacy bound vacuous for any AUC
+
+
+def execute_learner(cell: Any, provided: Provided, dataset: DatasetSpec, result: dict[str, Any]) -> dict[str, Any]:
+    from harness.runner import _load_split, _stage, _timed, check_ledger
+
+    spec = provided.spec
+    seeds = result["seeds"]
+    split: Split = _timed(result, "load_seconds", "load", lambda: _load_split(dataset.load))
+    schema = dataset.schema()
+    learner = _stage("build", lambda: spec.build(cell.generator.params))
+    ledger = _timed(result, "fit_seconds", "fit", lambda: learner.fit(split.train.copy(), schema, cell.budget, seeds["fit"]))
+    ledger_json = check_ledger(ledger, spec, cell, result)
+    y_test = positive_labels(split.test, schema)
+    released = _stage("evaluate", lambda: audit_auc(learner.release(), split.test, y_test))
+    draws = _stage("evaluate", lambda: [audit_auc(m, split.test, y_test)
+                                        for m in learner.evaluation_models(EVALUATION_DRAWS, seeds["sample"])])
+    result["metrics"] = {"auc": released, "auc_draws_median": float(np.median(draws))}
+    result["metric_detail"] = {"auc_draws": [float(a) for a in draws]}
+    n, epsilon = len(split.train), cell.epsilon
+    findings = []
+    if math.isfinite(epsilon) and spec.guarantee.is_private and n * epsilon <= AUDIT_MAX_LOG_FACTOR:
+        permuted = split.train.copy()
+        rng = np.random.default_rng(seeds["evaluate"])
+        permuted = permuted.reset_index(drop=True)
+        permuted[schema.target] = permuted[schema.target].take(rng.permutation(n)).reset_index(drop=True)
+        twin = spec.build(cell.generator.params)
+        _timed(result, "audit_seconds", "audit", lambda: twin.fit(permuted, schema, cell.budget, seeds["fit"]))
+        perm_draws = [audit_auc(m, split.test, y_test) for m in twin.evaluation_models(EVALUATION_DRAWS, seeds["sample"])]
+        result["metric_detail"]["auc_permuted_draws"] = [float(a) for a in perm_draws]
+        findings.append(audit.group_privacy(np.array(draws), np.array(perm_draws), epsilon, n))
+        extra = getattr(learner, "audit_findings", None)
+        if extra is not None:
+            findings.extend(_stage("audit", lambda: extra(split, schema, cell.budget, np.array(draws))))
+        result["metrics"]["auc_permuted_median"] = float(np.median(perm_draws))
+    result["audit"] = {"verdict": audit.combine(findings), "findings": [f.to_dict() for f in findings],
+                       "n_rows": n, "log_factor": n * epsilon if math.isfinite(epsilon) else "inf"}
+    return ledger_json
+
+
+def positive_labels(frame, schema: Schema) -> np.ndarray:
+    """1 where the binary target takes its second category (the positive class), else 0."""
+    target = schema.target_column
+    if target is None or len(target.categories or ()) != 2:
+        raise ValueError(f"schema {schema.name!r}: the private-learning track needs a binary target")
+    return (frame[target.name].astype(str) == target.categories[1]).to_numpy().astype(np.float64)
+
+
+def audit_auc(model: Any, test, y_test: np.ndarray) -> float:
+    return float(roc_auc_score(y_test, np.asarray(model.decision_function(test))))

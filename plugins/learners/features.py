@@ -1,0 +1,44 @@
+"""The logistic-regression design matrix from a schema alone: numeric columns min-max scaled by
+their public bounds, binary columns as one 0/1 indicator, other discrete columns one-hot.
+Nothing is fitted on rows, so the encoding costs no privacy (expm-nf spec §8 item 4)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from harness.encoding import TableEncoder
+from harness.schema import ColumnKind, Schema
+
+# Population weights are not features (expm-nf spec §8 item 3: no DP method weights the loss).
+NOT_FEATURES = frozenset({"fnlwgt"})
+
+
+class Design:
+    """Features X (float32, rows × d) and labels y ∈ {0, 1} of a binary-target schema."""
+
+    def __init__(self, schema: Schema):
+        target = schema.target_column
+        if target is None or len(target.categories or ()) != 2:
+            raise ValueError(f"schema {schema.name!r}: learners need a binary target, got {target}")
+        self.schema = schema
+        self.positive = target.categories[1]
+        names = [c.name for c in schema.features if c.name not in NOT_FEATURES]
+        self.binary = [n for n in names if schema[n].kind is ColumnKind.BINARY]
+        self.encoder = TableEncoder(schema, columns=[n for n in names if n not in self.binary])
+        self.width = self.encoder.width + len(self.binary)
+        self._last: tuple[int, np.ndarray] | None = None  # scoring k models on one frame encodes it once
+
+    def features(self, frame: pd.DataFrame) -> np.ndarray:
+        if self._last is not None and self._last[0] == id(frame) and len(self._last[1]) == len(frame):
+            return self._last[1]
+        x = self._encode(frame)
+        self._last = (id(frame), x)
+        return x
+
+    def _encode(self, frame: pd.DataFrame) -> np.ndarray:
+        indicators = [(frame[n].astype(str) == self.schema[n].categories[1]).to_numpy()[:, None] for n in self.binary]
+        return np.hstack([self.encoder.encode(frame), *indicators]).astype(np.float32)
+
+    def labels(self, frame: pd.DataFrame) -> np.ndarray:
+        return (frame[self.schema.target].astype(str) == self.positive).to_numpy().astype(np.float32)

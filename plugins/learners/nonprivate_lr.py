@@ -1,0 +1,65 @@
+"""`nonprivate_lr`: the non-private Adult LR baseline (BCE or ℓ2), full-batch L-BFGS.
+
+The track's denominator is the better median of the BCE and ℓ2 runs (expm-nf spec §3.3).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import torch
+
+from harness import Budget, Guarantee, Ledger, LearnerSpec, Schema, hookimpl
+from plugins.learners.features import Design
+from plugins.learners.logistic import LogisticModel, per_example_loss
+
+
+class NonPrivateLR:
+    def __init__(self, loss: str = "bce", weight_decay: float = 1e-6, iterations: int = 100):
+        self.loss, self.weight_decay, self.iterations = loss, float(weight_decay), int(iterations)
+        self.model_: LogisticModel | None = None
+
+    def fit(self, train: pd.DataFrame, schema: Schema, budget: Budget, seed: int) -> Ledger:
+        design = Design(schema)
+        self.model_ = LogisticModel(design, fit_logistic(design.features(train), design.labels(train), self.loss,
+                                                          self.weight_decay, self.iterations, seed))
+        return Ledger.non_private(Guarantee.NONE, f"non-private LR ({self.loss}) on the training rows")
+
+    def release(self) -> LogisticModel:
+        if self.model_ is None:
+            raise RuntimeError("fit() first")
+        return self.model_
+
+    def evaluation_models(self, k: int, seed: int) -> list[LogisticModel]:
+        return [self.release()]
+
+
+def fit_logistic(x: np.ndarray, y: np.ndarray, loss: str, weight_decay: float, iterations: int, seed: int) -> np.ndarray:
+    """Mean loss + weight_decay·‖w‖² minimised by L-BFGS from a small random start; returns θ."""
+    xt, yt = torch.as_tensor(x), torch.as_tensor(y)
+    theta = (0.01 * torch.randn(x.shape[1] + 1, generator=torch.Generator().manual_seed(seed))).requires_grad_()
+    optimizer = torch.optim.LBFGS([theta], max_iter=iterations, line_search_fn="strong_wolfe")
+
+    def closure() -> torch.Tensor:
+        optimizer.zero_grad()
+        value = per_example_loss(xt @ theta[:-1] + theta[-1], yt, loss).mean() + weight_decay * theta[:-1].pow(2).sum()
+        value.backward()
+        return value
+
+    optimizer.step(closure)
+    return theta.detach().numpy().astype(np.float64)
+
+
+SPEC = LearnerSpec(
+    name="nonprivate_lr",
+    version="1",
+    factory=NonPrivateLR,
+    guarantee=Guarantee.NONE,
+    defaults={"loss": "bce", "weight_decay": 1e-6, "iterations": 100},
+    description="non-private logistic regression (BCE or ℓ2), the private-learning baseline",
+)
+
+
+@hookimpl
+def dpgym_learners() -> list[LearnerSpec]:
+    return [SPEC]
