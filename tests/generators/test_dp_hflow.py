@@ -147,7 +147,7 @@ def _reference_clipped_sum(flow, x, thresholds, mode):
 def _engine_sum(engine_cls, flow, x, strategy, thresholds, seed=0):
     generator = torch.Generator().manual_seed(seed)
     networks = [flow.made, flow.linears]
-    engine = (_HookEngine(thresholds, strategy, generator) if engine_cls is _HookEngine
+    engine = (_HookEngine(networks, thresholds, strategy, generator) if engine_cls is _HookEngine
               else _OpacusEngine(networks, thresholds, strategy, generator))
     engine.attach()
     _nll(flow, x).sum().backward()
