@@ -31,7 +31,7 @@ def test_list_shows_plugins_with_their_package():
         (["run", "--generators", "uniform", "--datasets", "adult", "--epsilons", "x"], "'x' is not an epsilon"),
         (["run", "--generators", "independent", "--datasets", "adult", "--epsilons", "1", "--set", "independent.bins=3"],
          "unknown hyper-parameters ['bins']"),
-        (["run", "--datasets", "adult"], "give --suite, or an ad-hoc grid with --generators, --epsilons"),
+        (["run", "--datasets", "adult"], "give --suite, or an ad-hoc grid with --generators (or --learners), --epsilons"),
         (["leaderboard", "/nonexistent/run"], "not a dpgym run directory"),
     ],
 )
