@@ -51,9 +51,9 @@ from torch import Tensor, nn
 from harness import Budget, GeneratorSpec, Guarantee, Ledger, LedgerEntry, Schema, hookimpl
 from harness.privacy import calibrate_gaussian
 from plugins.nn.tabular import (
+    sample_labelled,
     EncodedOutput,
     LabelledLayout,
-    draw_categories,
     normalised_counts,
     resolve_device,
     seeded_torch,
@@ -217,16 +217,8 @@ class DPMERF:
     def sample(self, n: int, seed: int) -> pd.DataFrame:
         rng = np.random.default_rng(seed)
         labels = rng.choice(len(self.proportions_), size=n, p=self.proportions_)
-        noise = torch.Generator(device=self.device_).manual_seed(int(rng.integers(2**63)))
         self.generator_.eval()
-        chunks = []
-        with torch.no_grad():
-            for start in range(0, n, 8192):
-                part = torch.as_tensor(labels[start:start + 8192], device=self.device_)
-                z = torch.randn(len(part), self.noise_dim, generator=noise, device=self.device_)
-                chunks.append(self.generator_(z, part).double().cpu().numpy())
-        encoded = np.concatenate(chunks) if chunks else np.zeros((0, self.layout_.features.width))
-        return self.layout_.decode(draw_categories(encoded, self.layout_, rng), labels)
+        return sample_labelled(self.generator_, labels, self.noise_dim, self.layout_, self.device_, rng)
 
 
 SPEC = GeneratorSpec(

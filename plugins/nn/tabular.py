@@ -122,6 +122,20 @@ def draw_categories(encoded: np.ndarray, layout: LabelledLayout, rng: np.random.
     return out
 
 
+def sample_labelled(network: nn.Module, labels: np.ndarray, noise_dim: int, layout: LabelledLayout,
+                    device: torch.device, rng: np.random.Generator) -> pd.DataFrame:
+    """Rows decoded from a label-conditioned generator network, drawn in chunks (post-processing)."""
+    noise = torch.Generator(device=device).manual_seed(int(rng.integers(2**63)))
+    chunks = []
+    with torch.no_grad():
+        for start in range(0, len(labels), 8192):
+            part = torch.as_tensor(labels[start:start + 8192], device=device)
+            z = torch.randn(len(part), noise_dim, generator=noise, device=device)
+            chunks.append(network(z, part).double().cpu().numpy())
+    encoded = np.concatenate(chunks) if chunks else np.zeros((0, layout.features.width))
+    return layout.decode(draw_categories(encoded, layout, rng), labels)
+
+
 def normalised_counts(noisy_counts: np.ndarray) -> np.ndarray:
     """Class proportions from noisy counts (post-processing): negatives clipped; all-zero → uniform."""
     clipped = np.clip(noisy_counts, 0.0, None)
