@@ -42,7 +42,8 @@ from harness import Budget, GeneratorSpec, Guarantee, Ledger, Schema, hookimpl
 from harness.privacy.accountants import Accountant, Phase, PRVAccountant, RDPAccountant
 from harness.privacy.dpsgd import DPSGD
 from plugins.nn.mixed import MixedEncoding
-from plugins.nn.phases import PlainPhase, resolve_device, single_thread
+from plugins.nn.phases import PlainPhase
+from plugins.nn.runtime import resolve_device, single_thread
 
 
 @dataclass(frozen=True)

@@ -39,14 +39,13 @@ from torch.nn import functional as F
 from harness import Budget, GeneratorSpec, Guarantee, Ledger, LedgerEntry, Schema, hookimpl
 from harness.privacy import calibrate_gaussian
 from harness.privacy.dpsgd import DPSGD
+from plugins.nn.runtime import resolve_device, single_thread
 from plugins.nn.tabular import (
     sample_labelled,
     EncodedOutput,
     LabelledLayout,
     normalised_counts,
-    resolve_device,
     seeded_torch,
-    single_thread,
 )
 
 

@@ -25,9 +25,8 @@ remaining steps against the joint composition, so the whole model spends at most
 
 from __future__ import annotations
 
-import contextlib
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -41,6 +40,7 @@ from harness.privacy.accountants import PRVAccountant as _PRV
 from harness.privacy.dpsgd import DPSGD
 from plugins.generators import dp_mog
 from plugins.nn.flows import LOG_2PI, MAF
+from plugins.nn.runtime import single_thread
 from plugins.nn.space import DensitySpace, project_to_unit_ball
 
 PRIORS = ("normal", "dp_mog")
@@ -85,21 +85,6 @@ class GaussianMixturePrior(torch.nn.Module):
         return self.means[component] + (self.chol[component] @ z.unsqueeze(-1)).squeeze(-1)
 
 
-@contextlib.contextmanager
-def _single_thread(device: torch.device) -> Iterator[None]:
-    """One intra-op thread on CPU: a step multiplies 100 × 100 matrices, where thread hand-offs cost
-    more than they save (measured 20× slower with 2 threads on a loaded 2-core machine)."""
-    if device.type != "cpu":
-        yield
-        return
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
-
-
 class DPNF:
     def __init__(self, blocks: int, hidden: int, actnorm: bool, alpha_bound: float | None, batch_size: int,
                  noise_multiplier: float, max_steps: int, clip_norm: float, lr: float, accountant: str,
@@ -136,7 +121,7 @@ class DPNF:
         joint = WithFixedReleases(accountant, fixed) if fixed else accountant
         sample_rate = min(1.0, self.batch_size / len(u))  # tables smaller than a batch: every row, every step
         steps = self._steps(accountant, sample_rate, budget, fixed)
-        with _single_thread(self.device_), torch.random.fork_rng(devices=[]):
+        with single_thread(), torch.random.fork_rng(devices=[]):
             torch.manual_seed(seeds[1])
             self.flow_ = MAF(u.shape[1], self.blocks, self.hidden, self.actnorm, self.alpha_bound).to(self.device_)
             x = torch.tensor(u, dtype=torch.float32, device=self.device_)
@@ -234,7 +219,7 @@ class DPNF:
     def log_prob(self, frame: pd.DataFrame) -> np.ndarray:
         """log-density of the numeric columns of `frame` in the data's own scale (nats per row)."""
         x = torch.tensor(self.space_.encode(frame), dtype=torch.float32, device=self.device_)
-        with _single_thread(self.device_):
+        with single_thread():
             out = torch.cat([self._log_prob_working(b) for b in x.split(EVAL_BATCH)])
         return out.double().cpu().numpy() + self.space_.log_jacobian
 
@@ -246,7 +231,7 @@ class DPNF:
         else:
             z = self._prior_module().cpu().sample(n, generator)
             self._prior_cache = None
-        with _single_thread(self.device_):
+        with single_thread():
             u = torch.cat([self.flow_.inverse(b.to(self.device_)) for b in z.split(EVAL_BATCH)]).double().cpu().numpy()
         u = np.nan_to_num(u, nan=0.0, posinf=1e6, neginf=-1e6)  # post-processing; decode clips to the bounds
         return self.space_.decode(u, np.random.default_rng(seed))

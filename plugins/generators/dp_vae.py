@@ -22,7 +22,8 @@ from harness import Budget, GeneratorSpec, Guarantee, Ledger, Schema, hookimpl
 from harness.privacy.dpsgd import DPSGD
 from plugins.generators.dp_autogan import make_plan_accountant
 from plugins.nn.mixed import MixedEncoding
-from plugins.nn.phases import PlainPhase, resolve_device, single_thread
+from plugins.nn.phases import PlainPhase
+from plugins.nn.runtime import resolve_device, single_thread
 
 
 class GaussianEncoder(nn.Module):

@@ -6,9 +6,9 @@ training loop serves a private fit (`harness.privacy.dpsgd.PrivatePhase`) and a 
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
 
 import torch
+
 from torch import Tensor
 
 
@@ -42,21 +42,4 @@ class PlainPhase:
         self.steps_taken += 1
 
 
-def resolve_device(device: str) -> torch.device:
-    """"auto" is CUDA when present, else CPU."""
-    if device == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(device)
 
-
-@contextmanager
-def single_thread() -> Iterator[None]:
-    """One intra-op thread while training: for these small MLPs (batches of ~100 rows) thread
-    hand-offs cost more than they save, badly so on a shared CPU (measured: 0.19 s vs 3.4 ms per
-    non-private autoencoder step with 2 threads vs 1 under load)."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)

@@ -16,15 +16,11 @@ import pandas as pd
 import torch
 from torch import Tensor, nn
 
+
 from harness.encoding import TableEncoder
 from harness.schema import Schema
 
 
-def resolve_device(device: str) -> torch.device:
-    """"auto" is CUDA when present, else CPU."""
-    if device == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(device)
 
 
 @contextmanager
@@ -35,17 +31,6 @@ def seeded_torch(seed: int, device: torch.device) -> Iterator[None]:
         yield
 
 
-@contextmanager
-def single_thread() -> Iterator[None]:
-    """One intra-op thread while training. These networks are small, and on a shared CPU thread
-    hand-offs cost more than they save (measured on 2 busy cores: one DP-MERF step 0.08 s CPU /
-    0.30 s wall with 1 thread, 0.77 s CPU / 2.7 s wall with 2)."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
 
 
 @dataclass(frozen=True)
