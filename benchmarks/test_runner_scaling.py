@@ -24,7 +24,7 @@ from harness.suite import Settings, load_suite
 from harness.worker import start_forkserver
 
 SEEDS = 7
-METRICS = ("fidelity",)  # real work per cell, seconds not minutes (the utility zoo is much slower)
+REFERENCE_GENERATORS = ("uniform", "independent", "real")  # the smoke suite's cheap generators
 CONFIGS = {"serial": Settings(executor="serial"), "1 worker": Settings(executor="processes", workers=1),
            "2 workers": Settings(executor="processes", workers=2)}
 PLUGIN_WORK = ("fit_seconds", "sample_seconds", "evaluate_seconds")
@@ -38,7 +38,9 @@ def registry() -> Registry:
 
 @pytest.fixture(scope="module")
 def suite():
-    return replace(load_suite("smoke"), seeds=tuple(range(SEEDS)), metrics=METRICS)
+    smoke = load_suite("smoke")
+    generators = tuple(g for g in smoke.generators if g.name in REFERENCE_GENERATORS)
+    return replace(smoke, generators=generators, seeds=tuple(range(SEEDS)))
 
 
 def _run(suite, registry, settings: Settings, out: Path) -> dict[str, float]:
@@ -46,7 +48,7 @@ def _run(suite, registry, settings: Settings, out: Path) -> dict[str, float]:
     start, cpu = time.perf_counter(), time.process_time()
     summary = run_suite(suite, RunStore(out), registry, show_progress=False, settings=settings)
     wall, driver_cpu = time.perf_counter() - start, time.process_time() - cpu
-    assert summary.ok == summary.total == 3 * SEEDS
+    assert summary.ok == summary.total == len(REFERENCE_GENERATORS) * SEEDS
     results = RunStore(out).results()
     plugin = sum(r["timings"].get(k, 0.0) for r in results for k in PLUGIN_WORK)
     workers_cpu = sum(r.get("execution", {}).get("cpu_seconds", 0.0) for r in results)
@@ -99,3 +101,4 @@ def test_scaling_and_per_cell_overhead(benchmark):
     for name, figures in measured.items():
         print(f"{name}: " + ", ".join(f"{k}={v:.2f}" for k, v in figures.items()))
     assert overhead < 1.0
+    assert two["wall_seconds"] <= 0.6 * serial["wall_seconds"]  # the target, on a quiet machine

@@ -34,6 +34,14 @@ def cpu_count() -> int:
         return os.cpu_count() or 1
 
 
+def cell_threads() -> int:
+    """CPU threads the running cell may use: its worker's share of the cores (the runner sets
+    OMP_NUM_THREADS in each cell process) or, run serially, every core. Plugins that parallelise
+    by hand (joblib's n_jobs) ask here, so that parallel workers don't oversubscribe the cores."""
+    granted = os.environ.get("OMP_NUM_THREADS", "")
+    return int(granted) if granted.isdigit() and int(granted) > 0 else cpu_count()
+
+
 @dataclass(frozen=True)
 class Plan:
     """Resolved execution settings: what the run manifest records."""

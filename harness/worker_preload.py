@@ -7,7 +7,10 @@ plugin or dataset must fail its own cells (with its own message), not the server
 
 from __future__ import annotations
 
+import gc
+import importlib
 import os
+import sys
 
 from harness.registry import PLUGINS_ENV
 from harness.runner import _load_split
@@ -23,8 +26,13 @@ def _warm() -> None:
             # Validation's first call imports and initialises lazily loaded pandas/pyarrow code
             # (~0.3 s); paying it here keeps it out of every cell.
             dataset.schema().conform(split.train.head(100), "warm-up")
+        if "torch" in sys.modules:  # a plugin imported it: the deterministic-mode switch every torch
+            importlib.import_module("torch._inductor")  # cell makes imports this lazily (~0.45 s)
     except Exception:  # noqa: BLE001 - see the module docstring
         pass
 
 
 _warm()
+# Everything preloaded is shared copy-on-write with every cell: keep the cycle collector from walking
+# (and so writing to, and copying) those pages in each child.
+gc.freeze()

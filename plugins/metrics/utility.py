@@ -42,11 +42,11 @@ from sklearn.tree import DecisionTreeClassifier
 from threadpoolctl import threadpool_limits
 from xgboost import XGBClassifier
 
+from harness.executors import cell_threads
 from harness.hookspecs import hookimpl
 from harness.schema import Schema
 from harness.specs import Direction, MetricContext, MetricResult, MetricSpec
 
-N_JOBS = 2
 # Bounds the cost on large tables (Census, Covertype, Intrusion): above this many synthetic rows the
 # classifiers train on a seeded uniform subsample without replacement.
 MAX_TRAIN_ROWS = 50_000
@@ -65,7 +65,7 @@ CLASSIFIERS: dict[str, Callable[[int], ClassifierMixin]] = {
     ),
     "decision_tree": lambda seed: DecisionTreeClassifier(min_samples_leaf=MIN_SAMPLES_LEAF, random_state=seed),
     "random_forest": lambda seed: RandomForestClassifier(
-        min_samples_leaf=MIN_SAMPLES_LEAF, n_jobs=N_JOBS, random_state=seed
+        min_samples_leaf=MIN_SAMPLES_LEAF, n_jobs=cell_threads(), random_state=seed
     ),
     "hist_gradient_boosting": lambda seed: HistGradientBoostingClassifier(random_state=seed),
     "adaboost": lambda seed: AdaBoostClassifier(random_state=seed),
