@@ -8,7 +8,6 @@ import time
 import warnings
 
 import numpy as np
-import numpy as np
 import pandas as pd
 
 from harness import (
@@ -24,6 +23,7 @@ from harness import (
     Schema,
     hookimpl,
 )
+from harness.executors import cell_threads
 from plugins.generators.independent import SPEC as INDEPENDENT_SPEC
 from plugins.generators.independent import Independent
 from plugins.generators.uniform import Uniform
@@ -134,7 +134,7 @@ class Probe(Uniform):
         import torch  # imported here, in the worker, as a deep-learning generator would
 
         warnings.warn(f"device={self.device} omp={os.environ.get('OMP_NUM_THREADS')} "
-                      f"torch_threads={torch.get_num_threads()}", stacklevel=1)
+                      f"torch_threads={torch.get_num_threads()} cell_threads={cell_threads()}", stacklevel=1)
         return super().fit(train, schema, budget, seed)
 
 

@@ -70,7 +70,8 @@ def test_workers_get_their_share_of_cores_and_generators_that_declare_cuda_get_a
     (result,) = RunStore(tmp_path).results()
     threads = max(1, len(os.sched_getaffinity(0)) // 2)
     expected_device = result["device"]  # cuda where a GPU is present, else cpu
-    assert any(f"device={expected_device} omp={threads} torch_threads={threads}" in w for w in result["warnings"])
+    assert any(f"device={expected_device} omp={threads} torch_threads={threads} cell_threads={threads}" in w
+               for w in result["warnings"])
 
 
 def test_asking_for_cuda_without_a_gpu_fails_the_cell_at_the_device_stage(registry, tmp_path):
