@@ -160,9 +160,14 @@ def cmd_list(registry: Registry, console: Console) -> None:
     gens = Table(title="generators")
     for col in ("name", "version", "guarantee", "defaults", "provided by"):
         gens.add_column(col)
+    generator_how_to = []
     for name, p in sorted(registry.kinds["generator"].items()):
         defaults = ", ".join(f"{k}={v}" for k, v in p.spec.defaults.items())
-        gens.add_row(name, p.spec.version, str(p.spec.guarantee), defaults, p.package)
+        missing = p.spec.availability() if p.spec.availability else ""
+        if missing:
+            generator_how_to.append(f"{name} (unavailable): {missing}")
+        gens.add_row(name + (" (unavailable)" if missing else ""), p.spec.version, str(p.spec.guarantee), defaults,
+                     p.package)
     learners = Table(title="learners (private-learning track)")
     for col in ("name", "version", "guarantee", "defaults", "provided by"):
         learners.add_column(col)
@@ -186,6 +191,8 @@ def cmd_list(registry: Registry, console: Console) -> None:
         values = ", ".join(f"{k} ({'↑' if d is Direction.HIGHER else '↓'})" for k, d in p.spec.directions.items())
         mets.add_row(name, p.spec.version, values, p.package)
     console.print(gens)
+    for line in generator_how_to:
+        console.print(f"  {line}", markup=False, soft_wrap=True)
     if registry.kinds["learner"]:
         console.print(learners)
     console.print(data)
