@@ -6,7 +6,8 @@ request.json`` in a fresh work folder holding the request and its files, and rea
 writes there. Errors propagate: the traceback on stderr and the non-zero exit code are the host's
 report. Keep it Python 3.8-compatible: environments pinned for old stacks run old interpreters.
 
-The adapter module named in the request provides two functions:
+The adapter named in the request ("module", or "module:object" for an object in it) provides two
+functions:
 
     fit(train_csv, schema, epsilon, delta, seed, params) -> (model, ledger)
         train_csv: path of the training rows (header = column names); schema: the public schema as
@@ -33,7 +34,10 @@ def main(request_path):
     work = Path(request_path).resolve().parent
     request = json.loads(Path(request_path).read_text())
     sys.path[:0] = request["paths"]
-    adapter = importlib.import_module(request["adapter"])
+    module, _, attribute = request["adapter"].partition(":")
+    adapter = importlib.import_module(module)
+    if attribute:
+        adapter = getattr(adapter, attribute)
     if request["action"] == "fit":
         model, ledger = adapter.fit(str(work / TRAIN), request["schema"], request["epsilon"], request["delta"],
                                     request["seed"], request["params"])

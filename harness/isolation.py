@@ -115,7 +115,8 @@ class IsolatedGenerator:
 def isolated_spec(name: str, version: str, adapter: str, environment: Environment, guarantee: Guarantee,
                   defaults: Mapping[str, Any], description: str = "",
                   quick_params: Mapping[str, Any] | None = None) -> GeneratorSpec:
-    """A generator spec whose fit and sample run `adapter` (a module importable in `environment`)."""
+    """A generator spec whose fit and sample run `adapter` ("module" or "module:object", importable in
+    `environment`; the contract is in `harness.isolated_runner`)."""
     return GeneratorSpec(
         name=name, version=version, guarantee=guarantee, defaults=dict(defaults), description=description,
         quick_params=dict(quick_params or {}), availability=environment.availability,
