@@ -168,7 +168,7 @@ def cmd_list(registry: Registry, console: Console) -> None:
     generator_how_to = []
     for name, p in sorted(registry.kinds["generator"].items()):
         defaults = ", ".join(f"{k}={v}" for k, v in p.spec.defaults.items())
-        missing = p.spec.availability() if p.spec.availability else ""
+        missing = p.spec.missing()
         if missing:
             generator_how_to.append(f"{name} (unavailable): {missing}")
         gens.add_row(name + (" (unavailable)" if missing else ""), p.spec.version, str(p.spec.guarantee), defaults,

@@ -74,6 +74,10 @@ class GeneratorSpec:
     # it runnable (e.g. the command creating its own environment, `harness.isolation`). None: always.
     availability: Callable[[], str] | None = None
 
+    def missing(self) -> str:
+        """"" when the generator can run here, else how to make it runnable."""
+        return self.availability() if self.availability else ""
+
     def build(self, params: Mapping[str, Any]) -> Generator:
         unknown = sorted(set(params) - set(self.defaults))
         if unknown:

@@ -169,7 +169,7 @@ class BoundCheck:
     subject: Subject
 
     def __call__(self) -> None:
-        missing = self.subject.spec.availability() if self.subject.spec.availability else ""
+        missing = self.subject.spec.missing()
         if missing:
             pytest.skip(f"{self.subject.spec.name} is unavailable here: {missing}")
         self.check(self.subject)
