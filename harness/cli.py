@@ -21,6 +21,7 @@ from harness.leaderboard import write_leaderboard
 from harness.registry import PluginError, Registry
 from harness.report import write_report
 from harness.runner import expand, run_suite
+from harness.scaffold import ScaffoldError, new_plugin
 from harness.schema import SchemaError
 from harness.specs import Direction, SpecError
 from harness.store import RunStore, StoreError
@@ -39,7 +40,7 @@ from harness.suite import (
     suite_from_dict,
 )
 
-USER_ERRORS = (PluginError, SchemaError, SpecError, SuiteError, DatasetUnavailable)
+USER_ERRORS = (PluginError, SchemaError, SpecError, SuiteError, DatasetUnavailable, ScaffoldError)
 
 
 def _csv(text: str) -> list[str]:
@@ -92,6 +93,10 @@ def build_parser() -> argparse.ArgumentParser:
     infer = schema_sub.add_parser("infer", help="draft a schema from a CSV/Parquet file, for you to review")
     infer.add_argument("file", type=Path)
     infer.add_argument("--out", type=Path, help="write the draft here (never overwrites); default: print it")
+
+    scaffold = sub.add_parser("new-plugin", help="create a ready-to-install plugin package with a working DP generator")
+    scaffold.add_argument("name", help="the generator's name (lower case, digits, underscores)")
+    scaffold.add_argument("--dir", type=Path, help="where to create the package (default: ./dpgym-NAME)")
     return parser
 
 
@@ -160,9 +165,14 @@ def cmd_list(registry: Registry, console: Console) -> None:
     gens = Table(title="generators")
     for col in ("name", "version", "guarantee", "defaults", "provided by"):
         gens.add_column(col)
+    generator_how_to = []
     for name, p in sorted(registry.kinds["generator"].items()):
         defaults = ", ".join(f"{k}={v}" for k, v in p.spec.defaults.items())
-        gens.add_row(name, p.spec.version, str(p.spec.guarantee), defaults, p.package)
+        missing = p.spec.missing()
+        if missing:
+            generator_how_to.append(f"{name} (unavailable): {missing}")
+        gens.add_row(name + (" (unavailable)" if missing else ""), p.spec.version, str(p.spec.guarantee), defaults,
+                     p.package)
     learners = Table(title="learners (private-learning track)")
     for col in ("name", "version", "guarantee", "defaults", "provided by"):
         learners.add_column(col)
@@ -186,6 +196,8 @@ def cmd_list(registry: Registry, console: Console) -> None:
         values = ", ".join(f"{k} ({'↑' if d is Direction.HIGHER else '↓'})" for k, d in p.spec.directions.items())
         mets.add_row(name, p.spec.version, values, p.package)
     console.print(gens)
+    for line in generator_how_to:
+        console.print(f"  {line}", markup=False, soft_wrap=True)
     if registry.kinds["learner"]:
         console.print(learners)
     console.print(data)
@@ -269,6 +281,10 @@ def main(argv: list[str] | None = None) -> int:
             cmd_schema_infer(args, console)
         elif args.command == "check":
             return cmd_check(args, registry, console)
+        elif args.command == "new-plugin":
+            target = new_plugin(args.name, args.dir, taken=registry.kinds["generator"])
+            console.print(f"plugin package written to {target}: see its README.md, then `pip install -e {target}`",
+                          markup=False, soft_wrap=True)
     except USER_ERRORS as error:
         err.print(f"dpgym: error: {error}", markup=False, soft_wrap=True)
         return 2

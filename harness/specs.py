@@ -70,6 +70,13 @@ class GeneratorSpec:
     supports: frozenset[ColumnKind] = frozenset(ColumnKind)
     description: str = ""
     quick_params: Mapping[str, Any] = field(default_factory=dict)  # cheap settings for conformance checks
+    # As for datasets: returns "" when the generator can run here, else one line saying how to make
+    # it runnable (e.g. the command creating its own environment, `harness.isolation`). None: always.
+    availability: Callable[[], str] | None = None
+
+    def missing(self) -> str:
+        """"" when the generator can run here, else how to make it runnable."""
+        return self.availability() if self.availability else ""
 
     def build(self, params: Mapping[str, Any]) -> Generator:
         unknown = sorted(set(params) - set(self.defaults))

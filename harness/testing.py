@@ -169,6 +169,9 @@ class BoundCheck:
     subject: Subject
 
     def __call__(self) -> None:
+        missing = self.subject.spec.missing()
+        if missing:
+            pytest.skip(f"{self.subject.spec.name} is unavailable here: {missing}")
         self.check(self.subject)
 
     def __str__(self) -> str:

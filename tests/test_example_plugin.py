@@ -3,28 +3,18 @@
 from __future__ import annotations
 
 import csv
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+
+from tests.pip_target import conformance, dpgym, install
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "dpgym-example-plugin"
 
 
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory) -> dict[str, str]:
-    target = tmp_path_factory.mktemp("site")
-    out = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--target", str(target),
-                          str(EXAMPLE)], capture_output=True, text=True, timeout=600)
-    assert out.returncode == 0, out.stderr
-    return {**os.environ, "COLUMNS": "250", "PYTHONPATH": os.pathsep.join(filter(None, [str(target), os.environ.get("PYTHONPATH")]))}
-
-
-def dpgym(env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "harness.cli", *args], capture_output=True, text=True, env=env,
-                          timeout=600)
+    return install(EXAMPLE, tmp_path_factory.mktemp("site"))
 
 
 def test_installed_plugins_are_listed_with_their_package(installed):
@@ -46,8 +36,6 @@ def test_example_generator_is_ranked_in_a_run(installed, tmp_path):
 
 
 def test_example_generator_passes_the_conformance_suite(installed, tmp_path):
-    out = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                          "--dpgym-conformance=dp_gaussian_copula", "--rootdir", str(tmp_path), str(tmp_path)],
-                         capture_output=True, text=True, cwd=tmp_path, env=installed, timeout=600)
+    out = conformance(installed, tmp_path, "--dpgym-conformance=dp_gaussian_copula", str(tmp_path))
     assert out.returncode == 0, out.stdout + out.stderr
     assert "8 passed, 1 skipped" in out.stdout

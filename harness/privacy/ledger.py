@@ -8,6 +8,7 @@ these mechanism names and parameters:
 - ``gaussian``: ``l2_sensitivity``, ``sigma`` (noise standard deviation)
 - ``subsampled_gaussian`` (DP-SGD): ``sample_rate``, ``noise_multiplier``, ``steps``, ``clip_norm``,
   ``clipping``; Poisson sampling, add/remove adjacency
+- ``zcdp``: ``rho`` (a ρ-zCDP mechanism, e.g. AIM's whole run; a ledger of zCDP entries only adds ρ)
 """
 
 from __future__ import annotations

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from importlib.metadata import version
 from typing import Any
 
+import numpy as np
 from prv_accountant import (
     GaussianMechanism,
     LaplaceMechanism,
@@ -19,6 +20,7 @@ from prv_accountant import (
     PRVAccountant,
 )
 from prv_accountant.privacy_random_variables import PrivacyRandomVariable
+from scipy import optimize
 
 from harness.privacy.budget import Budget, Guarantee
 from harness.privacy.ledger import Ledger, LedgerEntry, PrivacyViolation
@@ -66,14 +68,36 @@ PRV_BUILDERS: dict[str, Callable[[dict[str, Any]], tuple[PrivacyRandomVariable, 
 }
 
 
+def zcdp_epsilon(rho: float, delta: float) -> float:
+    """Smallest ε for which ρ-zCDP gives (ε, δ)-DP by Canonne, Kamath & Steinke (2020), Prop. 12:
+    δ = min over α > 1 of exp((α−1)(αρ−ε)) (1−1/α)^α / (α−1), solved for ε at each α. Every α gives
+    a valid bound, so an imperfect minimisation only errs on the safe (larger) side."""
+    if rho <= 0:
+        return 0.0
+
+    def epsilon_at(alpha: float) -> float:
+        return alpha * rho + (math.log(1 / delta) + alpha * math.log1p(-1 / alpha) - math.log(alpha - 1)) / (alpha - 1)
+
+    grid = np.geomspace(1 + 1e-6, 1e6, 4000)
+    best = int(np.argmin([epsilon_at(a) for a in grid]))
+    low, high = grid[max(best - 1, 0)], grid[min(best + 1, len(grid) - 1)]
+    refined = optimize.minimize_scalar(epsilon_at, bounds=(low, high), method="bounded", options={"xatol": 1e-12})
+    return float(min(refined.fun, epsilon_at(grid[best])))
+
+
 def independent_epsilon(entries: list[LedgerEntry], delta: float, eps_error: float = 1e-3) -> tuple[float, str]:
     """ε of all entries composed, at total δ, computed from parameters alone (PRV upper bound,
-    within 2·eps_error of the exact ε)."""
+    within 2·eps_error of the exact ε; zCDP entries compose by adding ρ)."""
     if not entries:
         return 0.0, "none"
     pure = [_pure_epsilon(e) for e in entries]
     if all(eps is not None for eps in pure):
         return float(sum(pure)), "pure composition"
+    if all(e.mechanism == "zcdp" for e in entries):
+        if delta <= 0:
+            raise PrivacyViolation("the ledger has zCDP mechanisms but claims δ = 0")
+        rho = sum(float(e.params["rho"]) for e in entries)
+        return zcdp_epsilon(rho, delta), "zCDP composition, converted by Canonne, Kamath & Steinke (2020) Prop. 12"
     unknown = sorted({e.mechanism for e in entries if e.mechanism not in PRV_BUILDERS})
     if unknown:
         raise PrivacyViolation(f"cannot re-account mechanisms {unknown}: no independent accountant for them")

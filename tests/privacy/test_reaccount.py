@@ -1,6 +1,8 @@
 """Independent re-accounting of DP-SGD ledgers: joint over phases, an RDP second opinion beside the
 PRV figure, and a refusal for claims below what the recorded mechanisms spend."""
 
+import math
+
 import pytest
 
 from harness.privacy.accountants import Phase, PRVAccountant, RDPAccountant
@@ -55,3 +57,24 @@ def test_rdp_second_opinion_is_absent_for_mechanisms_without_an_rdp_rule():
     ledger = Ledger(Guarantee.PURE, [LedgerEntry("laplace", 0.5, 0.0, {"l1_sensitivity": 1.0, "scale": 2.0}, "test")])
     result = reaccount(ledger, Budget(1.0, 1e-5))
     assert result.verdict == "ok" and result.rdp_epsilon is None
+
+
+def test_zcdp_ledgers_compose_rho_and_convert_between_the_gaussian_and_the_bun_steinke_bound():
+    from harness.privacy.mechanisms import gaussian_epsilon
+    from harness.privacy.reaccount import zcdp_epsilon
+
+    sigma, delta = 3.0, 1e-5
+    rho = 1 / (2 * sigma**2)  # the Gaussian mechanism with noise multiplier σ is exactly ρ-zCDP
+    converted = zcdp_epsilon(rho, delta)
+    assert gaussian_epsilon(delta, sigma) < converted < rho + 2 * math.sqrt(rho * math.log(1 / delta))
+    halves = Ledger(Guarantee.NOMINAL, [LedgerEntry("zcdp", 0.0, delta / 2, {"rho": rho / 2}, "test")] * 2)
+    halves.claim(converted, delta, "rdp")
+    assert reaccount(halves, Budget(converted, delta)).verdict == "ok"
+    halves.claim(converted * 0.9, delta, "rdp")
+    assert reaccount(halves, Budget(converted, delta)).verdict == "underclaimed"
+
+
+def test_zcdp_mixed_with_other_mechanisms_has_no_independent_accountant():
+    ledger = Ledger(Guarantee.NOMINAL, [LedgerEntry("zcdp", 0.5, 1e-6, {"rho": 0.01}, "test"),
+                                        LedgerEntry("gaussian", 0.5, 1e-6, {"l2_sensitivity": 1.0, "sigma": 5.0}, "test")])
+    assert reaccount(ledger, Budget(1.0, 1e-5)).verdict == "unaccountable"

@@ -1,0 +1,84 @@
+"""Generators in their own environment: a throwaway stdlib-only venv runs a real DP generator
+through the isolated runner; its ledger is re-accounted like any other, and failures inside the
+environment fail the cell with a message naming the generator and the environment."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from harness.registry import Registry
+from harness.runner import expand, run_suite
+from harness.store import RunStore
+from harness.suite import GeneratorConfig, Settings, Suite
+from harness.testing import conformance_checks
+from tests.isolated.plugin import PLUGINS, THROWAWAY, IsolatedPlugins
+
+ISOLATED_MARGINALS = IsolatedPlugins().dpgym_generators()[0]
+
+
+@pytest.fixture(scope="module")
+def environment(tmp_path_factory):
+    venv = tmp_path_factory.mktemp("env") / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(THROWAWAY.env_var, str(venv / "bin" / "python"))
+        patch.setenv("DPGYM_PLUGINS", PLUGINS)
+        yield Registry.discover()
+
+
+def run(registry, out, generator="isolated_marginals", params=None, epsilon=1.0):
+    suite = Suite("isolation", (GeneratorConfig(generator, params=params or {}),), ("adult",), (epsilon,), (0,),
+                  1e-5, metrics=("fidelity",))
+    summary = run_suite(suite, RunStore(out), registry, show_progress=False, settings=Settings(executor="serial"))
+    (cell,) = expand(suite, registry)
+    folder = out / "cells" / cell.key
+    ledger = json.loads((folder / "ledger.json").read_text()) if (folder / "ledger.json").exists() else None
+    return summary, json.loads((folder / "result.json").read_text()), ledger
+
+
+def test_cell_runs_in_the_environment_and_its_ledger_is_reaccounted(environment, tmp_path):
+    summary, result, ledger = run(environment, tmp_path)
+    assert summary.ok == 1, result.get("error")
+    assert result["metrics"]["marginal_tvd"] < 0.1
+    assert ledger["guarantee"] == "pure" and ledger["entries"][0]["mechanism"] == "laplace"
+    assert ledger["reaccounted"]["verdict"] == "ok"
+    assert ledger["reaccounted"]["epsilon"] == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize("check", conformance_checks(ISOLATED_MARGINALS), ids=str)
+def test_the_isolated_generator_passes_the_conformance_suite(environment, check):
+    check()
+
+
+def test_an_overspending_ledger_from_the_environment_is_refused(environment, tmp_path):
+    summary, result, ledger = run(environment, tmp_path, params={"overspend": True})
+    assert summary.failed == 1
+    assert result["error"]["stage"] == "privacy" and "underclaimed" in result["error"]["message"]
+    assert ledger["reaccounted"]["epsilon"] == pytest.approx(2.0)
+
+
+def test_a_crash_in_the_environment_fails_the_cell_naming_generator_and_environment(environment, tmp_path):
+    summary, result, _ = run(environment, tmp_path, params={"crash": True})
+    assert summary.failed == 1 and result["error"]["stage"] == "fit"
+    message = result["error"]["message"]
+    assert "generator 'isolated_marginals' in environment 'stdlib-test'" in message
+    assert "exited with code 1" in message and "RuntimeError: model diverged inside the environment" in message
+
+
+def test_an_adapter_missing_from_the_environment_fails_the_cell(environment, tmp_path):
+    _, result, _ = run(environment, tmp_path, generator="isolated_no_adapter")
+    assert result["status"] == "failed" and "ModuleNotFoundError: No module named 'no_such_adapter'" in result["error"]["message"]
+
+
+def test_a_missing_environment_says_how_to_create_it(environment, tmp_path, monkeypatch):
+    monkeypatch.setenv(THROWAWAY.env_var, str(tmp_path / "nowhere" / "python"))
+    _, result, _ = run(environment, tmp_path)
+    assert result["error"]["type"] == "EnvironmentUnavailable"
+    assert "create it with `python -m venv --without-pip .venv-isolation-test`" in result["error"]["message"]
+    (check, *_) = conformance_checks(ISOLATED_MARGINALS)
+    with pytest.raises(pytest.skip.Exception, match="unavailable here"):
+        check()

@@ -1,0 +1,79 @@
+"""`dpgym new-plugin`: the scaffolded package installs, is listed, passes conformance and is ranked."""
+
+from __future__ import annotations
+
+import pytest
+
+from harness.cli import main, metric_directions
+from harness.leaderboard import write_leaderboard
+from harness.registry import Registry
+from harness.runner import run_suite
+from harness.store import RunStore
+from harness.suite import GeneratorConfig, Settings, Suite
+from tests.pip_target import conformance, install
+
+
+@pytest.fixture(scope="module")
+def scaffolded(tmp_path_factory):
+    """The scaffolded package, pip-installed into a throwaway folder that is also on this process's path."""
+    package = tmp_path_factory.mktemp("work") / "my-package"
+    assert main(["new-plugin", "marginal_demo", "--dir", str(package)]) == 0
+    site = tmp_path_factory.mktemp("site")
+    env = install(package, site)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.syspath_prepend(str(site))
+        yield package, env
+
+
+def test_the_package_has_its_entry_point_generator_test_and_readme(scaffolded):
+    package, _ = scaffolded
+    assert '[project.entry-points.dpgym]\nmarginal_demo = "dpgym_marginal_demo"' in (package / "pyproject.toml").read_text()
+    assert 'name = "dpgym-marginal-demo"' in (package / "pyproject.toml").read_text()
+    assert "class MarginalDemo:" in (package / "src" / "dpgym_marginal_demo" / "generator.py").read_text()
+    assert "## What to replace" in (package / "README.md").read_text()
+    assert not list(package.rglob("*.tmpl")) and not list(package.rglob("*{{*"))
+
+
+def test_the_installed_plugin_is_listed_with_its_package(scaffolded, capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "250")
+    assert main(["list"]) == 0
+    out = capsys.readouterr().out
+    assert "marginal_demo" in out and "dpgym-marginal-demo 0.1.0" in out
+
+
+def test_its_own_test_file_passes_the_conformance_suite(scaffolded):
+    package, env = scaffolded
+    out = conformance(env, package, str(package / "tests"))
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "8 passed, 1 skipped" in out.stdout
+
+
+def test_it_is_ranked_in_a_run(scaffolded, tmp_path):
+    registry = Registry.discover()
+    suite = Suite("new-plugin", (GeneratorConfig("marginal_demo"), GeneratorConfig("uniform")), ("adult",), (1.0,),
+                  (0, 1), 1e-5, metrics=("fidelity",))
+    summary = run_suite(suite, RunStore(tmp_path), registry, show_progress=False, settings=Settings(executor="serial"))
+    assert summary.ok == 4, summary.messages
+    board, _ = write_leaderboard(tmp_path, metric_directions(registry))
+    rows = {r["generator"]: {k: str(v) for k, v in r.items()} for r in board.to_dict("records")}
+    assert rows["marginal_demo"]["failures"] == "0" and rows["marginal_demo"]["guarantee"] == "pure"
+    assert float(rows["marginal_demo"]["marginal_tvd_mean"]) < float(rows["uniform"]["marginal_tvd_mean"])
+    assert rows["marginal_demo"]["marginal_tvd_rank"] == "1.0"
+
+
+@pytest.mark.parametrize("name, problem", [
+    ("My-Gen", "invalid plugin name 'My-Gen'"),
+    ("class", "invalid plugin name 'class'"),
+    ("independent", "a generator named 'independent' is already installed"),
+])
+def test_invalid_names_are_refused(name, problem, tmp_path, capsys):
+    assert main(["new-plugin", name, "--dir", str(tmp_path / "out")]) == 2
+    assert problem in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_non_empty_target_is_refused_and_left_alone(tmp_path, capsys):
+    (tmp_path / "keep.txt").write_text("mine")
+    assert main(["new-plugin", "fresh_name", "--dir", str(tmp_path)]) == 2
+    assert "exists and is not an empty folder" in capsys.readouterr().err
+    assert [p.name for p in tmp_path.iterdir()] == ["keep.txt"]
