@@ -13,7 +13,7 @@ if [ ! -x "$VENV/bin/python" ]; then
   "$PYTHON" -m venv "$VENV"
 fi
 # shellcheck disable=SC2086  # PIP_EXTRA is a list of options
-"$VENV/bin/python" -m pip install ${PIP_EXTRA:-} "$SYNTHCITY"
+"$VENV/bin/python" -m pip install ${PIP_EXTRA:-} -c scripts/synthcity-constraints.txt "$SYNTHCITY"
 "$VENV/bin/python" - <<'PY'
 from synthcity.plugins import Plugins
 for name in ("aim", "dpgan", "privbayes", "pategan", "adsgan"):
