@@ -144,10 +144,22 @@ def _privacy_findings(key: tuple[Any, ...], base: dict[str, Any], now: dict[str,
     b_eps, n_eps = base["reaccounted_epsilon"], now["reaccounted_epsilon"]
     if b_eps is not None and n_eps is not None and n_eps > b_eps * (1 + 1e-6) + 1e-9:
         out.append(Finding("privacy", key, "re-accounted ε increased", f"{b_eps:.6g}", f"{n_eps:.6g}"))
-    if base["ledger"] is not None and now["ledger"] is not None and base["ledger"] != now["ledger"]:
+    if base["ledger"] is not None and now["ledger"] is not None and not same_ledger(base["ledger"], now["ledger"]):
         out.append(Finding("privacy", key, "ledger mechanisms or parameters changed",
                            _describe_ledger(base["ledger"]), _describe_ledger(now["ledger"])))
     return out
+
+
+def same_ledger(a: Any, b: Any) -> bool:
+    """Equal mechanisms and parameters, floats up to FLOAT_NOISE relative: a noise multiplier solved
+    by root-finding can differ in its last bit between machines, which is no change of mechanism."""
+    if isinstance(a, float) or isinstance(b, float):
+        return isinstance(a, int | float) and isinstance(b, int | float) and math.isclose(a, b, rel_tol=FLOAT_NOISE)
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(same_ledger(a[k], b[k]) for k in a)
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(same_ledger(x, y) for x, y in zip(a, b))
+    return a == b
 
 
 def _describe_ledger(entries: list[dict[str, Any]]) -> str:

@@ -13,7 +13,7 @@ import traceback
 import warnings
 import zlib
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from functools import cache
 from typing import Any
 
@@ -44,6 +44,11 @@ class Cell:
     seed: int
     metrics: tuple[str, ...]
     key: str
+    # (metric, JSON of its resolved options) for the metrics whose options the suite sets
+    metric_options: tuple[tuple[str, str], ...] = ()
+
+    def options_of(self, metric: str) -> dict[str, Any] | None:
+        return next((json.loads(o) for name, o in self.metric_options if name == metric), None)
 
     @property
     def budget(self) -> Budget:
@@ -78,6 +83,10 @@ def expand(suite: Suite, registry: Registry) -> list[Cell]:
     """All cells of the suite; unknown plugin names and hyper-parameters fail here, before any work."""
     metric_names = suite.metrics if suite.metrics is not None else tuple(sorted(registry.kinds["metric"]))
     metrics = [registry.get("metric", m) for m in metric_names]
+    options = {name: json.dumps(registry.metric(name).resolve_options(given), sort_keys=True)
+               for name, given in suite.metric_options.items()}
+    metric_keys = sorted((m.spec.name, m.spec.version, *([options[m.spec.name]] if m.spec.name in options else []))
+                         for m in metrics)
     cells = []
     for gen in suite.configs:
         provided = registry.get(gen.kind, gen.name)
@@ -91,12 +100,13 @@ def expand(suite: Suite, registry: Registry) -> list[Cell]:
                         "harness": harness.__version__,
                         gen.kind: [gen.name, provided.spec.version, provided.package, params],
                         "dataset": [dataset.name, dataset.version, dataset.checksum],
-                        "metrics": sorted((m.spec.name, m.spec.version) for m in metrics),
+                        "metrics": metric_keys,
                         "epsilon": repr(float(epsilon)),
                         "delta": repr(float(suite.delta)),
                         "seed": seed,
                     }
-                    cells.append(Cell(gen, dataset_name, epsilon, suite.delta, seed, tuple(metric_names), cell_key(content)))
+                    cells.append(Cell(gen, dataset_name, epsilon, suite.delta, seed, tuple(metric_names), cell_key(content),
+                                      tuple(sorted(options.items()))))
     return cells
 
 
@@ -263,7 +273,9 @@ def _execute(cell: Cell, provided: Provided, dataset: DatasetSpec, metrics: list
         if metric.requires_target and schema.target is None:
             result["metric_detail"][metric.name] = {"skipped": f"dataset {dataset.name!r} has no target column"}
             continue
-        output = _stage("evaluate", lambda metric=metric: metric.evaluate(context))
+        options = cell.options_of(metric.name)
+        metric_context = replace(context, options=metric.options if options is None else options)
+        output = _stage("evaluate", lambda metric=metric, ctx=metric_context: metric.evaluate(ctx))
         result["metrics"].update({k: float(v) for k, v in output.values.items()})
         result["metric_detail"][metric.name] = output.detail
     result["timings"]["evaluate_seconds"] = time.perf_counter() - start

@@ -150,6 +150,7 @@ class MetricContext:
     schema: Schema
     seed: int
     generator: Generator | None = None
+    options: Mapping[str, Any] = field(default_factory=dict)  # the metric's options, defaults filled in
 
 
 @dataclass(frozen=True)
@@ -168,6 +169,24 @@ class MetricSpec:
     directions: Mapping[str, Direction]  # value name -> which way is better
     description: str = ""
     requires_target: bool = False
+    # Settings a suite may change under [metric_options.NAME] (e.g. a cheaper classifier zoo for a
+    # CI grid); changed options enter the cell key. `validate_options` may refuse bad values.
+    options: Mapping[str, Any] = field(default_factory=dict)
+    validate_options: Callable[[Mapping[str, Any]], None] | None = None
+
+    def resolve_options(self, given: Mapping[str, Any]) -> dict[str, Any]:
+        """The defaults overridden by `given`; unknown names or refused values are a SpecError."""
+        unknown = sorted(set(given) - set(self.options))
+        if unknown:
+            raise SpecError(f"metric {self.name!r}: unknown options {unknown} "
+                            f"(it takes: {', '.join(sorted(self.options)) or 'none'})")
+        resolved = {**self.options, **given}
+        if self.validate_options:
+            try:
+                self.validate_options(resolved)
+            except ValueError as err:
+                raise SpecError(f"metric {self.name!r}: {err}") from None
+        return resolved
 
 
 SPEC_TYPES = {"generator": GeneratorSpec, "learner": LearnerSpec, "dataset": DatasetSpec, "metric": MetricSpec}

@@ -9,6 +9,9 @@ A suite file (``leaderboard/suites/NAME.toml``)::
     seeds = 2                 # a count (seeds 0..n-1) or an explicit list
     metrics = ["fidelity", "utility"]   # optional: default is every installed metric
 
+    [metric_options.utility]  # optional: a metric's options (part of the cell key when given)
+    classifiers = ["logistic_regression", "hist_gradient_boosting", "xgboost"]
+
     [[generators]]
     name = "independent"
     label = "independent-laplace"       # optional: tells two configurations apart
@@ -31,6 +34,7 @@ from __future__ import annotations
 import math
 import re
 import tomllib
+from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
@@ -149,6 +153,7 @@ class Suite:
     metrics: tuple[str, ...] | None = None  # None: every installed metric
     settings: Settings = Settings()
     learners: tuple[GeneratorConfig, ...] = ()
+    metric_options: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         for what in ("datasets", "epsilons", "seeds"):
@@ -176,6 +181,7 @@ class Suite:
             "seeds": list(self.seeds),
             "metrics": list(self.metrics) if self.metrics is not None else None,
             "settings": self.settings.to_dict(),
+            **({"metric_options": {k: dict(v) for k, v in self.metric_options.items()}} if self.metric_options else {}),
             **({"learners": [{"name": g.name, "label": g.label, "params": g.params} for g in self.learners]}
                if self.learners else {}),
         }
@@ -205,7 +211,7 @@ def parse_epsilon(value: Any, where: str) -> float:
 
 def suite_from_dict(raw: dict[str, Any], where: str) -> Suite:
     allowed = {"name", "description", "generators", "learners", "datasets", "epsilons", "delta", "seeds", "metrics",
-               "settings"}
+               "settings", "metric_options"}
     unknown = sorted(set(raw) - allowed)
     if unknown:
         raise SuiteError(f"{where}: unknown keys {unknown} (allowed: {', '.join(sorted(allowed))})")
@@ -220,7 +226,19 @@ def suite_from_dict(raw: dict[str, Any], where: str) -> Suite:
         delta=float(raw.get("delta", 1e-5)),
         metrics=tuple(metrics) if metrics is not None else None,
         settings=settings_from_dict(raw.get("settings", {}), where),
+        metric_options=_metric_options(raw.get("metric_options", {}), metrics, where),
     )
+
+
+def _metric_options(raw: Any, metrics: list[str] | None, where: str) -> dict[str, dict[str, Any]]:
+    """`[metric_options.NAME]` tables; each must name a metric the suite runs."""
+    if not isinstance(raw, dict) or not all(isinstance(v, dict) for v in raw.values()):
+        raise SuiteError(f"{where}: 'metric_options' must be tables [metric_options.NAME] of option = value")
+    if metrics is not None:
+        stray = sorted(set(raw) - set(metrics))
+        if stray:
+            raise SuiteError(f"{where}: metric_options for {stray}, which the suite's metrics {metrics} do not include")
+    return {name: dict(options) for name, options in raw.items()}
 
 
 def _configs(raw: dict[str, Any], what: str, where: str) -> tuple[GeneratorConfig, ...]:

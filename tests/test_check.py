@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from harness.check import compare, load_baseline, summarise, write_baseline
+from harness.check import compare, load_baseline, same_ledger, summarise, write_baseline
 from harness.cli import main, metric_directions
 from harness.registry import Registry
 from harness.runner import run_suite
@@ -68,3 +68,13 @@ def test_cli_exit_codes(registry, baseline, tmp_path, monkeypatch, capsys):
     assert main(["check", str(out), "--baseline", str(path)]) == 1
     out_text = capsys.readouterr().out
     assert "REGRESSION  independent × adult × ε=1.0  marginal_tvd" in out_text and "4 regressions (0 privacy)" in out_text
+
+
+def test_ledgers_compare_floats_to_rounding_not_to_the_last_bit():
+    entry = {"mechanism": "subsampled_gaussian", "params": {"noise_multiplier": 0.5190832108208103, "steps": 300}}
+    last_bit = {"mechanism": "subsampled_gaussian", "params": {"noise_multiplier": 0.5190832108208102, "steps": 300}}
+    changed = {"mechanism": "subsampled_gaussian", "params": {"noise_multiplier": 0.5191, "steps": 300}}
+    assert same_ledger([entry], [last_bit])
+    assert not same_ledger([entry], [changed])
+    assert not same_ledger([entry], [{**entry, "params": {**entry["params"], "steps": 301}}])
+    assert not same_ledger([entry], [entry, entry])

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from dataclasses import replace
 
 import pandas as pd
 import pytest
@@ -11,6 +12,7 @@ import pytest
 from harness.leaderboard import write_leaderboard
 from harness.registry import Registry
 from harness.runner import expand, seed_streams
+from harness.specs import SpecError
 from harness.store import RunStore, StoreError
 from harness.suite import GeneratorConfig, Suite, SuiteError, apply_overrides, load_suite
 from tests.fake_plugins import FAULTY
@@ -144,3 +146,27 @@ def test_target_metrics_are_skipped_on_datasets_without_a_target(registry, tmp_p
     (result,) = RunStore(tmp_path).results()
     assert result["status"] == "ok" and "marginal_tvd" in result["metrics"]
     assert "no target column" in result["metric_detail"]["utility"]["skipped"]
+
+
+def test_metric_options_enter_the_cell_key_and_reach_the_metric(registry, tmp_path):
+    zoo = {"utility": {"classifiers": ["logistic_regression", "xgboost"]}}
+    plain = replace(grid("independent", seeds=(0,)), metrics=("utility",))
+    cheap = replace(plain, metric_options=zoo)
+    assert expand(plain, registry)[0].key != expand(cheap, registry)[0].key
+    assert expand(cheap, registry)[0].key == expand(replace(plain, metric_options=zoo), registry)[0].key
+    run(cheap, tmp_path, registry)
+    (result,) = RunStore(tmp_path).results()
+    assert sorted(result["metric_detail"]["utility"]["per_classifier"]) == ["logistic_regression", "xgboost"]
+
+
+def test_unknown_metric_options_are_refused_naming_the_metric(registry, tmp_path):
+    base = replace(grid("independent", seeds=(0,)), metrics=("utility",))
+    with pytest.raises(SpecError, match="metric 'utility': unknown options \\['trees'\\]"):
+        expand(replace(base, metric_options={"utility": {"trees": 3}}), registry)
+    with pytest.raises(SpecError, match="unknown classifiers \\['svm'\\]"):
+        expand(replace(base, metric_options={"utility": {"classifiers": ["svm"]}}), registry)
+    path = tmp_path / "s.toml"
+    path.write_text('datasets = ["adult"]\nepsilons = [1]\nmetrics = ["fidelity"]\n'
+                    '[[generators]]\nname = "uniform"\n[metric_options.utility]\nclassifiers = ["lda"]\n')
+    with pytest.raises(SuiteError, match="metric_options for \\['utility'\\]"):
+        load_suite(str(path))

@@ -1,6 +1,8 @@
 """Utility: train a zoo of classifiers on the synthetic rows and score them on the real test split (TSTR).
 
-Values (all higher is better), each the mean over the ten classifiers in `CLASSIFIERS`:
+Values (all higher is better), each the mean over the classifiers in `CLASSIFIERS` (all ten by
+default; a suite may pick a subset with `[metric_options.utility] classifiers = [...]`, as the CI
+golden grid does for speed, and then its values are not comparable with the ten-classifier ones):
 - ``tstr_macro_f1``: macro-averaged F1 of the hard predictions (sklearn's default label set:
   classes in the test split or predicted).
 - ``tstr_auroc``: area under the ROC curve of the predicted probability of the positive class
@@ -19,7 +21,7 @@ standardize on the synthetic training rows inside their pipeline.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
@@ -181,8 +183,8 @@ def evaluate(ctx: MetricContext) -> MetricResult:
     # HistGradientBoosting took 10-24 s on Adult against 2.5 s single-threaded, and 2-thread xgboost
     # burnt 7x the CPU time of 1 thread. Only the random forest builds trees in 2 joblib threads.
     with threadpool_limits(limits=1):
-        for name, factory in CLASSIFIERS.items():
-            proba, fallback = fit_predict_proba(factory(ctx.seed), x_train, y_train, x_test, n_classes)
+        for name in {**OPTIONS, **ctx.options}["classifiers"]:
+            proba, fallback = fit_predict_proba(CLASSIFIERS[name](ctx.seed), x_train, y_train, x_test, n_classes)
             per_classifier[name] = score(y_test, proba)
             if fallback:
                 fallbacks[name] = fallback
@@ -200,6 +202,18 @@ def evaluate(ctx: MetricContext) -> MetricResult:
     return MetricResult(values=values, detail=detail)
 
 
+OPTIONS = {"classifiers": list(CLASSIFIERS)}
+
+
+def check_options(options: Mapping[str, Any]) -> None:
+    chosen = options["classifiers"]
+    if not isinstance(chosen, list | tuple) or not chosen:
+        raise ValueError(f"'classifiers' must be a non-empty list of names from {sorted(CLASSIFIERS)}")
+    unknown = sorted(set(chosen) - set(CLASSIFIERS))
+    if unknown:
+        raise ValueError(f"unknown classifiers {unknown} (known: {', '.join(CLASSIFIERS)})")
+
+
 SPEC = MetricSpec(
     name="utility",
     version="1",
@@ -212,6 +226,8 @@ SPEC = MetricSpec(
         "one-vs-rest; at most 50k synthetic training rows."
     ),
     requires_target=True,
+    options=OPTIONS,
+    validate_options=check_options,
 )
 
 
