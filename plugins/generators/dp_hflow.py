@@ -374,6 +374,11 @@ class DPHFlow:
         chunks = [self.flow_.inverse(part).cpu() for part in z.split(8192)]
         return self.layout_.decode(torch.cat(chunks) if chunks else z.cpu())
 
+    @property
+    def density_columns(self) -> list[str]:
+        """The columns `log_prob` is a density over; in the dequantized ones it is a probability mass."""
+        return [d.column.name for d in self.layout_.dims if not d.discrete]
+
     @torch.no_grad()
     def log_prob(self, frame: pd.DataFrame, samples: int = 4, seed: int = 0) -> np.ndarray:
         """Held-out log-likelihood per row in schema units: log density for continuous columns, log

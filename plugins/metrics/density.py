@@ -7,7 +7,10 @@ Values (omitted, not NaN, for generators without ``log_prob``; the detail says w
   Science that is DP-EM's max-norm space, the scale of DP-NF's Figure 1 (spec A1).
 - ``heldout_loglik_zscored``: the same density after z-scoring each numeric column with the
   training fold's mean and std (log p_Z = log p_X + Σ log std_j), the scale DP-NF reports for the
-  2-D sets, Power and Gowalla (spec §4 "Standardisation").
+  2-D sets, Power and Gowalla (spec §4 "Standardisation"). The sum runs over the columns the
+  log_prob is a density over: a generator whose log_prob is a probability mass in some numeric
+  columns (DP-HFlow's dequantized integers) names the others in ``density_columns``; by default
+  every numeric column.
 - ``anomaly_auc``: ROC AUC of log p(x) separating the test rows from as many tail-box anomalies
   (spec §3.2, A13): each coordinate uniform in the test set's [5, 30] or [70, 95] percentile band,
   the band picked with probability ½ per anomaly and dimension.
@@ -30,6 +33,7 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+from scipy.special import expit
 from sklearn.metrics import roc_auc_score
 
 from harness import Direction, MetricContext, MetricResult, MetricSpec, hookimpl
@@ -60,7 +64,8 @@ def evaluate(ctx: MetricContext) -> MetricResult:
         return MetricResult({}, {"skipped": "the generator has no log_prob: density metrics are omitted"})
     columns = numeric_columns(ctx)
     test_ll = np.asarray(log_prob(ctx.test), dtype=float)
-    log_std = float(np.log(ctx.train[columns].to_numpy(dtype=float).std(axis=0)).sum())
+    density_columns = list(getattr(ctx.generator, "density_columns", columns))
+    log_std = float(np.log(ctx.train[density_columns].to_numpy(dtype=float).std(axis=0)).sum())
     anomalies = tail_box_anomalies(ctx.test, columns, len(ctx.test), np.random.default_rng(ctx.seed))
     anomaly_ll = np.asarray(log_prob(anomalies), dtype=float)
     scores = np.nan_to_num(np.concatenate([test_ll, anomaly_ll]), nan=-np.inf)
@@ -71,7 +76,7 @@ def evaluate(ctx: MetricContext) -> MetricResult:
         "heldout_loglik_zscored": float(test_ll.mean() + log_std),
         "anomaly_auc": float(roc_auc_score(labels, np.maximum(scores, -1e300))),
     }
-    detail = {"columns": columns, "n_test": len(test_ll), "non_finite_test_rows": int((~finite).sum()),
+    detail = {"columns": columns, "density_columns": density_columns, "n_test": len(test_ll), "non_finite_test_rows": int((~finite).sum()),
               "heldout_loglik_std_over_rows": float(test_ll[finite].std()) if finite.any() else None,
               "zscore_log_std_sum": log_std, "n_anomalies": len(anomaly_ll),
               "anomaly_loglik_mean": float(anomaly_ll.mean())}
@@ -85,7 +90,7 @@ DP_AD_EPSILONS = (0.1, 0.25, 0.5, 1.0, 2.0, 4.0)
 def probability_in(votes: np.ndarray, partitions: int, epsilon: float) -> np.ndarray:
     """Exponential Mechanism over {in, out} with utility = votes for each answer (Δu = 1):
     P[in] = e^{εc/2} / (e^{εc/2} + e^{ε(k−c)/2}) = sigmoid(ε(2c − k)/2)."""
-    return 1.0 / (1.0 + np.exp(-epsilon * (2.0 * votes - partitions) / 2.0))
+    return expit(epsilon * (2.0 * votes - partitions) / 2.0)
 
 
 def ensemble_log_probs(train: np.ndarray, queries: np.ndarray, partitions: int, components: int,
@@ -140,7 +145,7 @@ DP_AD_SPEC = MetricSpec(
 
 SPEC = MetricSpec(
     name="density",
-    version="1",
+    version="2",
     evaluate=evaluate,
     directions={"heldout_loglik": Direction.HIGHER, "heldout_loglik_zscored": Direction.HIGHER,
                 "anomaly_auc": Direction.HIGHER},

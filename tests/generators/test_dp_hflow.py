@@ -302,6 +302,8 @@ def test_log_prob_is_finite_per_row(private_fit):
     gen, _ = private_fit
     ll = gen.log_prob(_frame(50, seed=9))
     assert ll.shape == (50,) and np.isfinite(ll).all()
+    # the integer column is dequantized (a probability mass), so the density is over `score` only
+    assert gen.density_columns == (["score"] if gen.dequantize_integers else ["age", "score"])
 
 
 def test_same_seed_gives_the_same_synthetic_rows():

@@ -52,6 +52,18 @@ def test_zscored_loglik_adds_the_training_log_stds():
     assert result.values["heldout_loglik_zscored"] == pytest.approx(-(1 + math.log(2 * math.pi)), abs=0.05)  # entropy of N(0, I₂)
 
 
+class MassInB(TrueDensity):
+    """A log_prob that is a density in a only (b treated as discrete, as DP-HFlow's dequantized columns)."""
+
+    density_columns = ("a",)
+
+
+def test_zscoring_covers_only_the_columns_log_prob_is_a_density_over():
+    result = SPEC.evaluate(context(MassInB()))
+    assert result.detail["density_columns"] == ["a"]
+    assert result.values["heldout_loglik_zscored"] - result.values["heldout_loglik"] == pytest.approx(np.log(STD[0]), abs=0.02)
+
+
 def test_anomalies_lie_in_the_tail_bands_of_the_test_set():
     test = frame(3000, 2)
     anomalies = tail_box_anomalies(test, ["a", "b"], 5000, np.random.default_rng(0))
