@@ -55,17 +55,24 @@ class Environment:
     env_var: str  # when set, overrides `python`
     setup: str  # the one command that creates the environment
     paths: tuple[str, ...] = ()  # folders put first on the runner's sys.path (where adapters live)
+    ready: str = ""  # a file `setup` writes last, once the environment imports; absent while it builds
 
     def interpreter(self) -> Path:
         configured = Path(os.environ.get(self.env_var) or self.python)
         return configured if configured.is_absolute() else CHECKOUT / configured
 
     def availability(self) -> str:
-        """"" when the interpreter exists, else one line saying how to create or point to it."""
-        if self.interpreter().is_file():
-            return ""
-        return (f"environment {self.name!r} not found at {self.interpreter()}: create it with `{self.setup}`, "
-                f"or set {self.env_var} to its python")
+        """"" when the environment can run cells, else one line saying how to create or point to it.
+        An interpreter named by `env_var` is the user's own and is taken as it is; the default one
+        must also carry the `ready` marker, so a half-built environment runs no cell."""
+        if not self.interpreter().is_file():
+            return (f"environment {self.name!r} not found at {self.interpreter()}: create it with `{self.setup}`, "
+                    f"or set {self.env_var} to its python")
+        marker = Path(self.ready) if Path(self.ready).is_absolute() else CHECKOUT / self.ready
+        if self.ready and not os.environ.get(self.env_var) and not marker.is_file():
+            return (f"environment {self.name!r} at {self.interpreter()} is incomplete (its set-up has not finished: "
+                    f"no {marker}): run `{self.setup}`")
+        return ""
 
 
 class IsolatedGenerator:

@@ -9,9 +9,11 @@ cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3}
 VENV=.venv-synthcity
 SYNTHCITY=synthcity==0.2.12
+READY=$VENV/.dpgym-ready  # written last: dpgym runs no synthcity cell in a half-built environment
 if [ ! -x "$VENV/bin/python" ]; then
   "$PYTHON" -m venv "$VENV"
 fi
+rm -f "$READY"
 # shellcheck disable=SC2086  # PIP_EXTRA is a list of options
 "$VENV/bin/python" -m pip install ${PIP_EXTRA:-} -c scripts/synthcity-constraints.txt "$SYNTHCITY"
 "$VENV/bin/python" - <<'PY'
@@ -19,4 +21,5 @@ from synthcity.plugins import Plugins
 for name in ("aim", "dpgan", "privbayes", "pategan", "adsgan"):
     Plugins().get(name)
 PY
+touch "$READY"
 echo "$VENV is ready: dpgym runs the synthcity_* generators in it (dpgym list shows them available)"

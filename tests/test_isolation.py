@@ -10,6 +10,7 @@ import sys
 
 import pytest
 
+from harness.isolation import Environment
 from harness.registry import Registry
 from harness.runner import expand, run_suite
 from harness.store import RunStore
@@ -82,3 +83,19 @@ def test_a_missing_environment_says_how_to_create_it(environment, tmp_path, monk
     (check, *_) = conformance_checks(ISOLATED_MARGINALS)
     with pytest.raises(pytest.skip.Exception, match="unavailable here"):
         check()
+
+
+def test_a_half_built_environment_is_unavailable_until_its_setup_writes_the_ready_marker(tmp_path, monkeypatch):
+    python, marker = tmp_path / "venv" / "bin" / "python", tmp_path / "venv" / ".ready"
+    python.parent.mkdir(parents=True)
+    python.touch()  # the interpreter exists while the set-up is still installing packages
+    building = Environment(name="slow", python=str(python), env_var="DPGYM_TEST_SLOW_PYTHON",
+                           setup="bash setup-slow.sh", ready=str(marker))
+    monkeypatch.delenv(building.env_var, raising=False)
+    assert "is incomplete (its set-up has not finished" in building.availability()
+    assert "run `bash setup-slow.sh`" in building.availability()
+    marker.touch()
+    assert building.availability() == ""
+    marker.unlink()
+    monkeypatch.setenv(building.env_var, str(python))  # a user's own interpreter is taken as it is
+    assert building.availability() == ""

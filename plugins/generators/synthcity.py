@@ -44,6 +44,7 @@ from harness.isolation import Environment, isolated_spec
 SYNTHCITY = Environment(
     name="synthcity", python=".venv-synthcity/bin/python", env_var="DPGYM_SYNTHCITY_PYTHON",
     setup="bash scripts/setup-synthcity.sh", paths=(str(Path(__file__).resolve().parent.parent / "isolated"),),
+    ready=".venv-synthcity/.dpgym-ready",
 )
 GAN = {"n_iter": 2000, "batch_size": 200, "lr": 1e-3}
 
