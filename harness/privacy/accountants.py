@@ -203,7 +203,10 @@ class PRVAccountant(Accountant):
         orders can only raise the RDP ε, so it stays an upper bound)."""
         rdp = RDPAccountant(orders=[o for o in RDP_ORDERS if o <= 256])
         rdp_of = lambda s: rdp.epsilon(_scaled(phases, s), delta)  # noqa: E731
-        hi = _search(rdp_of, target_epsilon, *_doubling_bracket(rdp_of, target_epsilon), 0.02 * target_epsilon)
+        try:
+            hi = _search(rdp_of, target_epsilon, *_doubling_bracket(rdp_of, target_epsilon), 0.02 * target_epsilon)
+        except UnreachableEpsilon:  # below RDP's floor log(1/δ)/(α_max − 1), ≈ 0.045 at δ = 1e-5: PRV has none
+            return _doubling_bracket(eps_of, target_epsilon)
         if eps_of(hi) > target_epsilon:  # PRV's own error bar can exceed RDP's slack
             lo = hi
             while eps_of(hi) > target_epsilon:
@@ -274,13 +277,17 @@ def _scaled(phases: Sequence[Phase], scale: float) -> list[Phase]:
 MAX_SCALE = 1e6
 
 
+class UnreachableEpsilon(ValueError):
+    """No noise scale up to MAX_SCALE meets the target ε under this accountant."""
+
+
 def _doubling_bracket(eps_of: Callable[[float], float], target: float) -> tuple[float, float]:
     lo, hi = 1.0, 1.0
     if eps_of(hi) > target:
         while eps_of(hi) > target:
             lo, hi = hi, hi * 2
             if hi > MAX_SCALE:
-                raise ValueError(f"ε = {target} is unreachable: even σ × {MAX_SCALE:g} spends more")
+                raise UnreachableEpsilon(f"ε = {target} is unreachable: even σ × {MAX_SCALE:g} spends more")
     else:
         while eps_of(lo) <= target:
             lo, hi = lo / 2, lo

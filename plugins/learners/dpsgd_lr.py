@@ -14,18 +14,10 @@ import torch
 from torch import nn
 
 from harness import Budget, Guarantee, Ledger, LearnerSpec, Schema, hookimpl
-from harness.privacy.accountants import Accountant, PRVAccountant
+from harness.privacy.accountants import PRVAccountant
 from harness.privacy.dpsgd import DPSGD
 from plugins.learners.features import Design
 from plugins.learners.logistic import LogisticModel, per_example_loss
-
-
-class _PRVDoubling(PRVAccountant):
-    """The engine's PRV accountant, bracketing the noise by doubling on PRV itself. The engine's
-    PRV bracket starts from an RDP search over orders ≤ 256, which cannot reach ε ≲ 1e-2 (the
-    RDP floor of expm-nf spec §2) and raises; PRV alone has no such floor."""
-
-    bracket = Accountant.bracket
 
 
 class DPSGDLR:
@@ -43,7 +35,7 @@ class DPSGDLR:
         linear = nn.Linear(design.width, 1)
         optimizer = torch.optim.RMSprop(linear.parameters(), lr=self.lr, weight_decay=self.weight_decay)
         steps = max(1, math.ceil(self.epochs * len(x) / self.batch_size))
-        accountant = _PRVDoubling.for_target(budget.epsilon) if budget.is_private else "prv"
+        accountant = PRVAccountant.for_target(budget.epsilon) if budget.is_private else "prv"
         dp = DPSGD(budget, accountant=accountant, seed=seed)
         phase = dp.add_phase("logistic_regression", linear, optimizer, n_rows=len(x), batch_size=self.batch_size,
                              steps=steps, clip_norm=self.clip_norm, clipping="flat")

@@ -128,3 +128,12 @@ def test_free_phases_cost_nothing():
 def test_unreachable_target_is_refused():
     with pytest.raises(ValueError, match="unreachable"):
         calibrate_noise_multiplier(RDPAccountant(), 1e-9, 1e-12, 1.0, 10**6)
+
+
+def test_prv_calibrates_below_the_rdp_floor():
+    """At δ = 1e-5 RDP (orders ≤ 256) cannot certify ε < log(1/δ)/255 ≈ 0.045, so the PRV bracket
+    that starts from RDP must fall back to PRV alone (expm-nf spec §2: DPSGD at ε down to 1e-3)."""
+    target = 1e-2
+    sigma = calibrate_noise_multiplier(PRVAccountant.for_target(target), target, 1e-5, 256 / 28_941, 570)
+    spent = PRVAccountant.for_target(target).epsilon([Phase(256 / 28_941, sigma, 570)], 1e-5)
+    assert 0.99 * target <= spent <= target and sigma > 5
