@@ -58,8 +58,7 @@ class Environment:
     ready: str = ""  # a file `setup` writes last, once the environment imports; absent while it builds
 
     def interpreter(self) -> Path:
-        configured = Path(os.environ.get(self.env_var) or self.python)
-        return configured if configured.is_absolute() else CHECKOUT / configured
+        return _in_checkout(os.environ.get(self.env_var) or self.python)
 
     def availability(self) -> str:
         """"" when the environment can run cells, else one line saying how to create or point to it.
@@ -68,11 +67,15 @@ class Environment:
         if not self.interpreter().is_file():
             return (f"environment {self.name!r} not found at {self.interpreter()}: create it with `{self.setup}`, "
                     f"or set {self.env_var} to its python")
-        marker = Path(self.ready) if Path(self.ready).is_absolute() else CHECKOUT / self.ready
-        if self.ready and not os.environ.get(self.env_var) and not marker.is_file():
+        if self.ready and not os.environ.get(self.env_var) and not _in_checkout(self.ready).is_file():
             return (f"environment {self.name!r} at {self.interpreter()} is incomplete (its set-up has not finished: "
-                    f"no {marker}): run `{self.setup}`")
+                    f"no {_in_checkout(self.ready)}): run `{self.setup}`")
         return ""
+
+
+def _in_checkout(path: str) -> Path:
+    """An absolute path as it is; a relative one from the dpgym checkout."""
+    return Path(path) if Path(path).is_absolute() else CHECKOUT / path
 
 
 class IsolatedGenerator:

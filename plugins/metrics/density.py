@@ -76,7 +76,8 @@ def evaluate(ctx: MetricContext) -> MetricResult:
         "heldout_loglik_zscored": float(test_ll.mean() + log_std),
         "anomaly_auc": float(roc_auc_score(labels, np.maximum(scores, -1e300))),
     }
-    detail = {"columns": columns, "density_columns": density_columns, "n_test": len(test_ll), "non_finite_test_rows": int((~finite).sum()),
+    detail = {"columns": columns, "density_columns": density_columns, "n_test": len(test_ll),
+              "non_finite_test_rows": int((~finite).sum()),
               "heldout_loglik_std_over_rows": float(test_ll[finite].std()) if finite.any() else None,
               "zscore_log_std_sum": log_std, "n_anomalies": len(anomaly_ll),
               "anomaly_loglik_mean": float(anomaly_ll.mean())}
