@@ -29,9 +29,9 @@ samples had 2 % salary ones (train 24 %). Private fits now use the preset's
 `private_disc_lr` (5e-4, see PRESETS). Salary accuracy after that change (noise "calibrate",
 800 trees): ε = 1.01 → 78.5 / 77.8 % (seeds 0 / 1), ε = 0.51 → 76.5 / 76.9 %, ε = 0.36 → 78.8 %
 (seed 0) — still short of 78.5 % at ε = 1.01 and 78 % at ε = 0.51 on average. What remains at
-small ε is mostly the DP autoencoder: at ε = 0.51 its reconstruction of the training rows gets salary right 93.6 % of the time, occupation 73 %, age off by 14 years on
-average (ε = ∞: ≥ 99.6 % on every categorical column); lower autoencoder learning rates did not
-help.
+small ε is mostly the DP autoencoder: at ε = 0.51 its reconstruction of the training rows gets
+salary right 93.6 % of the time, occupation 73 %, age off by 14 years on average (ε = ∞: ≥ 99.6 %
+on every categorical column); lower autoencoder learning rates did not help.
 """
 
 from __future__ import annotations
