@@ -16,6 +16,7 @@ from rich.table import Table
 
 from harness.check import compare, load_baseline, summarise, write_baseline
 from harness.datafiles import DatasetUnavailable
+from harness.executors import Plan, start_early
 from harness.inference import draft_toml, infer_schema, read_table
 from harness.leaderboard import write_leaderboard
 from harness.registry import PluginError, Registry
@@ -206,8 +207,7 @@ def cmd_list(registry: Registry, console: Console) -> None:
     console.print(mets)
 
 
-def cmd_run(args: argparse.Namespace, registry: Registry, console: Console) -> None:
-    suite = suite_from_args(args)
+def cmd_run(args: argparse.Namespace, suite: Suite, registry: Registry, console: Console) -> None:
     store = RunStore(args.out)
     summary = run_suite(suite, store, registry, retry_failed=args.retry_failed, show_progress=not args.no_progress,
                         settings=settings_from_args(args))
@@ -264,11 +264,14 @@ def main(argv: list[str] | None = None) -> int:
     console = Console(highlight=False)
     err = Console(stderr=True, highlight=False)
     try:
+        suite = suite_from_args(args) if args.command == "run" else None
+        if suite is not None:
+            start_early(Plan.resolve(settings_from_args(args).over(suite.settings)), list(suite.datasets))
         registry = Registry.discover()
         if args.command == "list":
             cmd_list(registry, console)
-        elif args.command == "run":
-            cmd_run(args, registry, console)
+        elif suite is not None:
+            cmd_run(args, suite, registry, console)
         elif args.command == "leaderboard":
             keys = suite_keys(args.run_dir, registry)
             _, markdown = write_leaderboard(args.run_dir, metric_directions(registry), keys)

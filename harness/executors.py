@@ -64,6 +64,14 @@ class Plan:
                    s.scheduler)
 
 
+def start_early(plan: Plan, datasets: list[str]) -> None:
+    """Before the driver discovers its plugins: a `processes` run spawns its forkserver now, so
+    that the server's preload (the same imports and discovery, plus the datasets) overlaps the
+    driver's start-up instead of following it (about 4 s of an 8-s start on 2 cores)."""
+    if plan.executor == "processes":
+        start_forkserver(",".join(Registry.env_references()), sorted(datasets), wait=False)
+
+
 class SerialExecutor:
     """Cells run in the driver itself: no isolation, no limits; for debugging a plugin."""
 

@@ -70,18 +70,23 @@ class Registry:
                 ) from err
             cls._register(manager, plugin, ep.name, package)
             packages[ep.name] = package
-        env_plugins = os.environ.get(PLUGINS_ENV, "").strip()
-        for ref in [r.strip() for r in env_plugins.split(",") if r.strip()]:
+        for ref in cls.env_references():
             where = f"{PLUGINS_ENV} ({ref})"
             cls._register(manager, cls._load_reference(ref), ref, where)
             packages[ref] = where
-        portable, direct = [r.strip() for r in env_plugins.split(",") if r.strip()], []
+        portable, direct = cls.env_references(), []
         for name, plugin in (extra or {}).items():
             cls._register(manager, plugin, name, "registered directly")
             packages[name] = "registered directly"
             ref = cls._reference(plugin)
             portable.append(ref) if ref else direct.append(name)
         return cls(manager, packages, ",".join(portable), tuple(direct))
+
+    @staticmethod
+    def env_references() -> list[str]:
+        """The plugins named in `DPGYM_PLUGINS`; joined by commas, the workers' plugins of a
+        registry discovered without `extra` ones (known before discovery, for an early forkserver)."""
+        return [r.strip() for r in os.environ.get(PLUGINS_ENV, "").split(",") if r.strip()]
 
     @staticmethod
     def _reference(plugin: object) -> str | None:

@@ -137,21 +137,28 @@ def _context() -> multiprocessing.context.BaseContext:
     return ctx
 
 
-def start_forkserver(plugins: str, datasets: list[str]) -> None:
+def start_forkserver(plugins: str, datasets: list[str], wait: bool = True) -> None:
     """Start (and warm) the forkserver now rather than inside the first cell's time limit.
 
-    The server reads the warm-up lists from its environment when it starts; a server already
-    running keeps its warm state, which is only an optimisation: children rediscover as needed.
+    With `wait`, return once its preload (imports, plugin discovery, the datasets) is done; without,
+    return at once, so that the driver's own start-up overlaps the server's. The server reads the
+    warm-up lists from its environment when it starts; a server already running keeps its warm
+    state, which is only an optimisation: children rediscover as needed.
     """
+    from multiprocessing import forkserver
+
     from harness.registry import PLUGINS_ENV
 
     ctx = _context()
     saved = {name: os.environ.get(name) for name in (WARM_DATASETS_ENV, PLUGINS_ENV)}
     os.environ.update({WARM_DATASETS_ENV: ",".join(datasets), PLUGINS_ENV: plugins})
     try:
-        probe = ctx.Process(target=os.getpid, name="dpgym-forkserver-probe")
-        probe.start()  # returns once the server has finished its preload and forked the probe
-        probe.join()
+        if wait:
+            probe = ctx.Process(target=os.getpid, name="dpgym-forkserver-probe")
+            probe.start()  # returns once the server has finished its preload and forked the probe
+            probe.join()
+        else:
+            forkserver.ensure_running()  # spawns the server, which preloads on its own
     finally:
         for name, value in saved.items():
             if value is None:

@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import json
 import math
+import multiprocessing
+import threading
 import time
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from importlib.metadata import PackageNotFoundError, version
@@ -22,6 +25,7 @@ import numpy as np
 import pandas as pd
 
 from harness.datafiles import DatasetUnavailable
+from harness.executors import cpu_count
 from harness.leaderboard import Leaderboard, build_leaderboard, rank_groups
 from harness.registry import PluginError, Registry
 from harness.report import figures
@@ -233,7 +237,7 @@ def _generator_figures(run_dir: Path, mine: pd.DataFrame, reference: float, real
 
 def dataset_sections(run_dir: Path, lb: Leaderboard, registry: Registry, palette: dict[str, Any]) -> list[dict[str, Any]]:
     """Per dataset: the metric-vs-ε curves, then per generator its marginals and Kendall-τ heatmaps."""
-    sections = []
+    sections, jobs, real_rows = [], [], {}
     families = metric_info(registry)[1]
     for dataset, part in lb.board.groupby("dataset", sort=True):
         cells = lb.cells[lb.cells.dataset == dataset]
@@ -242,14 +246,37 @@ def dataset_sections(run_dir: Path, lb: Leaderboard, registry: Registry, palette
                                    "generators": [], "note": "", "reference_epsilon": _eps(reference)}
         try:
             spec = registry.dataset(dataset)
-            real = RealRows(spec.load().train, spec.schema())
+            real_rows[dataset] = RealRows(spec.load().train, spec.schema())
         except (PluginError, DatasetUnavailable, OSError) as err:
             section["note"] = f"Real rows unavailable, so no marginal or Kendall-τ figures: {err}"
         else:
-            section["generators"] = [_generator_figures(run_dir, mine, reference, real)
-                                     for _, mine in cells.groupby("generator", sort=True)]
+            jobs += [(len(sections), (run_dir, dataset, mine, reference)) for _, mine in cells.groupby("generator", sort=True)]
         sections.append(section)
+    for (i, _), entry in zip(jobs, generator_figures([job for _, job in jobs], real_rows), strict=True):
+        sections[i]["generators"].append(entry)
     return sections
+
+
+_INHERITED: dict[str, RealRows] = {}  # real rows the forked figure workers inherit, not receive pickled
+
+
+def _figures_job(job: tuple[Path, str, pd.DataFrame, float]) -> dict[str, Any]:
+    run_dir, dataset, mine, reference = job
+    return _generator_figures(run_dir, mine, reference, _INHERITED[dataset])
+
+
+def generator_figures(jobs: list[tuple[Path, str, pd.DataFrame, float]], real_rows: dict[str, RealRows]) -> list[dict[str, Any]]:
+    """Every generator's figures, drawn on every core: matplotlib draws on one, and these figures
+    are most of a report's build time (~4 s per generator and dataset). Workers are forked, so they
+    inherit the real rows; where forking is unsafe (no fork, or other threads alive, as a dask
+    client leaves behind) the figures are drawn here, one after another."""
+    _INHERITED.clear()
+    _INHERITED.update(real_rows)
+    workers = min(cpu_count(), len(jobs))
+    if workers > 1 and "fork" in multiprocessing.get_all_start_methods() and threading.active_count() == 1:
+        with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as pool:
+            return list(pool.map(_figures_job, jobs))
+    return [_figures_job(job) for job in jobs]
 
 
 def ranking_context(lb: Leaderboard, palette: dict[str, Any]) -> dict[str, Any]:
