@@ -104,6 +104,30 @@ def test_dp_ad_accuracy_rises_from_a_coin_flip_towards_the_majority_vote():
     from plugins.metrics.density import DP_AD_SPEC
 
     result = DP_AD_SPEC.evaluate(context(None, n_test=1000, n_train=3000))
-    accuracies = [result.values[k] for k in DP_AD_SPEC.directions]
+    accuracies = list(result.values.values())
+    assert list(result.values) == [k for k in DP_AD_SPEC.directions if k.startswith("dp_ad_mog_")]  # the default family
     assert all(b >= a - 1e-12 for a, b in zip(accuracies, accuracies[1:]))
-    assert 0.5 <= accuracies[0] < accuracies[-1] <= result.detail["non_private_majority_accuracy"] + 1e-12
+    assert 0.5 <= accuracies[0] < accuracies[-1] <= result.detail["mog"]["non_private_majority_accuracy"] + 1e-12
+
+
+def test_dp_ad_flow_ensemble_votes_on_the_same_partition_with_its_own_threshold():
+    from dataclasses import replace
+
+    from plugins.metrics.density import DP_AD_SPEC
+
+    options = DP_AD_SPEC.resolve_options({"families": ["mog", "nf"], "flow_steps": 30})
+    result = DP_AD_SPEC.evaluate(replace(context(None, n_test=500, n_train=2000), options=options))
+    assert set(result.values) == set(DP_AD_SPEC.directions)
+    flow = [v for k, v in result.values.items() if k.startswith("dp_ad_nf_")]
+    assert all(b >= a - 1e-12 for a, b in zip(flow, flow[1:])) and flow[0] >= 0.5
+    assert result.detail["nf"]["threshold"] != result.detail["mog"]["threshold"]
+    assert result.detail["flow"]["steps"] == 30
+
+
+@pytest.mark.parametrize("given", [{"families": []}, {"families": ["kde"]}, {"flow_steps": 0}, {"flow_step": 5}])
+def test_dp_ad_refuses_bad_options(given):
+    from harness.specs import SpecError
+    from plugins.metrics.density import DP_AD_SPEC
+
+    with pytest.raises(SpecError, match="dp_ad"):
+        DP_AD_SPEC.resolve_options(given)
