@@ -67,9 +67,10 @@ class Environment:
         if not self.interpreter().is_file():
             return (f"environment {self.name!r} not found at {self.interpreter()}: create it with `{self.setup}`, "
                     f"or set {self.env_var} to its python")
-        if self.ready and not os.environ.get(self.env_var) and not _in_checkout(self.ready).is_file():
+        marker = _in_checkout(self.ready)
+        if self.ready and not os.environ.get(self.env_var) and not marker.is_file():
             return (f"environment {self.name!r} at {self.interpreter()} is incomplete (its set-up has not finished: "
-                    f"no {_in_checkout(self.ready)}): run `{self.setup}`")
+                    f"no {marker}): run `{self.setup}`")
         return ""
 
 

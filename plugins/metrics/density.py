@@ -22,7 +22,8 @@ probability sigmoid(ε(2c − k)/2), so each answer is ε-DP. Its values
 ``dp_ad_{family}_accuracy_eps{ε}`` are the exact expected accuracy on the test rows and as many
 tail-box anomalies, for a grid of per-query ε, per model family (option ``families``): "mog"
 (3-component Gaussian mixtures) and "nf" (the MAF of DP-NF, 5 blocks, fitted by maximum likelihood
-without noise for ``flow_steps`` Adam steps, 2,000 by default: 1,000 left it under-fitted on Half-Moons). Both families vote on the same partition; each has the τ that maximises its own
+without noise for ``flow_steps`` Adam steps, 2,000 by default: 1,000 left it under-fitted on
+Half-Moons). Both families vote on the same partition; each has the τ that maximises its own
 non-private majority vote, as the paper tunes each family's τ (non-private tuning, like the paper).
 It does not look at the generator: the detector is trained on the real rows, so it is one reference
 curve per dataset and split. A flow ensemble costs about 3 minutes of CPU on a 2-D set, so the
@@ -94,7 +95,7 @@ def evaluate(ctx: MetricContext) -> MetricResult:
 DP_AD_PARTITIONS, DP_AD_COMPONENTS = 10, 3
 DP_AD_EPSILONS = (0.1, 0.25, 0.5, 1.0, 2.0, 4.0)
 DP_AD_FAMILIES = ("mog", "nf")
-FLOW_BATCH, FLOW_LR = 256, 1e-3
+FLOW_BLOCKS, FLOW_HIDDEN, FLOW_BATCH, FLOW_LR = 5, 100, 256, 1e-3
 
 
 def probability_in(votes: np.ndarray, partitions: int, epsilon: float) -> np.ndarray:
@@ -119,7 +120,7 @@ def flow_log_probs(part: np.ndarray, queries: np.ndarray, seed: int, steps: int)
 
     with single_thread(), torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
-        flow = MAF(part.shape[1], blocks=5, hidden=100, actnorm=True, alpha_bound=7.0)
+        flow = MAF(part.shape[1], blocks=FLOW_BLOCKS, hidden=FLOW_HIDDEN, actnorm=True, alpha_bound=7.0)
         optimizer = torch.optim.Adam(flow.parameters(), lr=FLOW_LR)
         rows = torch.tensor(part, dtype=torch.float32)
         batches = torch.Generator().manual_seed(seed)
@@ -166,16 +167,17 @@ def evaluate_dp_ad(ctx: MetricContext) -> MetricResult:
     mean, std = train.mean(0), train.std(0)
     anomalies = tail_box_anomalies(ctx.test, columns, len(ctx.test), rng)
     queries = np.concatenate([ctx.test[columns].to_numpy(dtype=float), anomalies[columns].to_numpy(dtype=float)])
+    queries = (queries - mean) / std
     parts = disjoint_parts((train - mean) / std, DP_AD_PARTITIONS, rng)
     seed = int(rng.integers(2**31))
     options = {**DP_AD_OPTIONS, **ctx.options}
     values, detail = {}, {"partitions": DP_AD_PARTITIONS, "mog_components": DP_AD_COMPONENTS,
-                          "flow": {"blocks": 5, "hidden": 100, "steps": options["flow_steps"], "batch": FLOW_BATCH,
-                                   "lr": FLOW_LR},
+                          "flow": {"blocks": FLOW_BLOCKS, "hidden": FLOW_HIDDEN, "steps": options["flow_steps"],
+                                   "batch": FLOW_BATCH, "lr": FLOW_LR},
                           "per_query_epsilon": "each answer is ε-DP; m answers cost m·ε (basic composition)"}
     for family in options["families"]:
         model = mixture_log_probs if family == "mog" else partial(flow_log_probs, steps=options["flow_steps"])
-        ll = ensemble_log_probs(parts, (queries - mean) / std, model, seed)
+        ll = ensemble_log_probs(parts, queries, model, seed)
         ll_in, ll_out = ll[:, :len(ctx.test)], ll[:, len(ctx.test):]
         tau = best_threshold(ll_in, ll_out)
         votes_in, votes_out = (ll_in > tau).sum(0), (ll_out > tau).sum(0)
