@@ -242,8 +242,14 @@ def dataset_sections(run_dir: Path, lb: Leaderboard, registry: Registry, palette
     for dataset, part in lb.board.groupby("dataset", sort=True):
         cells = lb.cells[lb.cells.dataset == dataset]
         reference = _reference_epsilon(sorted(cells.epsilon.unique()))
+        learners = cells.task == "private_learning"
         section: dict[str, Any] = {"dataset": dataset, "curves": _curves(part, lb, families, palette),
-                                   "generators": [], "note": "", "reference_epsilon": _eps(reference)}
+                                   "generators": [], "note": "", "reference_epsilon": _eps(reference),
+                                   "learners": sorted(cells[learners].generator.unique())}
+        cells = cells[~learners]  # a learner releases a model, not rows: nothing to draw marginals of
+        if cells.empty:
+            sections.append(section)
+            continue
         try:
             spec = registry.dataset(dataset)
             real_rows[dataset] = RealRows(spec.load().train, spec.schema())

@@ -64,8 +64,9 @@ def test_learner_cells_score_auc_and_audit(tmp_path, learner_registry, few_direc
     assert math.isfinite(small["metrics"]["auc_permuted_median"])
 
 
-def test_leaderboard_rows_of_learners_carry_auc_fraction_and_verdict(tmp_path, learner_registry):
+def test_leaderboard_and_report_of_learners_carry_auc_fraction_and_verdict(tmp_path, learner_registry):
     from harness.leaderboard import write_leaderboard
+    from harness.report.build import write_report
 
     # ε = 1e-3: PRV's error bar is clipped at 1e-4 (expm-nf spec §2), so DP-SGD cannot certify ε ≲ 1e-4
     suite = Suite(name="board", generators=(), datasets=("toy_learning",), epsilons=(1e-3,), seeds=(0, 1),
@@ -78,3 +79,5 @@ def test_leaderboard_rows_of_learners_carry_auc_fraction_and_verdict(tmp_path, l
     assert rows.loc["dpsgd_lr", "auc_fraction_of_nonprivate"] < 0.9  # ε·n = 3: little signal survives the noise
     assert rows.loc["dpsgd_lr", "audit_verdict"] in {"consistent", "vacuous"}
     assert "| audit |" in markdown and "auc_fraction_of_nonprivate" in markdown
+    html = write_report(tmp_path, learner_registry).read_text()  # no synthetic rows, so no marginal figures
+    assert "Private learners (dpsgd_lr, nonprivate_lr) release a model" in html and "Marginals:" not in html
