@@ -285,6 +285,45 @@ def generator_figures(jobs: list[tuple[Path, str, pd.DataFrame, float]], real_ro
     return [_figures_job(job) for job in jobs]
 
 
+def learning_sections(lb: Leaderboard, palette: dict[str, Any]) -> list[dict[str, Any]]:
+    """Per dataset with private learners: AUC versus ε, a learner × ε table, and the audit's result
+    stated in words: at which ε each learner's AUC is impossible for a true ε-DP learner."""
+    sections = []
+    learner_cells = lb.cells[lb.cells.task == "private_learning"]
+    for dataset, cells in learner_cells.groupby("dataset", sort=True):
+        rows = lb.board[lb.board.dataset == dataset]
+        nonprivate = set(cells[cells.plugin == "nonprivate_lr"].generator)
+        private = rows[rows.generator.isin(set(cells.generator) - nonprivate)]
+        baseline = rows[rows.generator.isin(nonprivate)].auc_median.max()  # the paper's: best of BCE and ℓ2
+        draws: dict[str, dict[float, list[float]]] = {}
+        ok = cells[(cells.status == "ok") & ~cells.generator.isin(nonprivate)]
+        for (learner, epsilon), part in ok.groupby(["generator", "epsilon"]):
+            draws.setdefault(learner, {})[epsilon] = [a for d in part.auc_draws.dropna() for a in d]
+        epsilons = sorted(private.epsilon.unique())
+        table = []
+        for learner, part in private.groupby("generator", sort=True):
+            by_eps = part.set_index("epsilon")
+            table.append({"learner": learner, "guarantee": part.guarantee.iloc[0],
+                          "cells": [by_eps.loc[e].to_dict() if e in by_eps.index else None for e in epsilons]})
+        statements = []
+        for learner, part in private.groupby("generator", sort=True):
+            bad = sorted(part[part.audit_verdict == "implausible"].epsilon)
+            audited = sorted(part[part.audit_verdict.isin(["implausible", "consistent"])].epsilon)
+            if bad:
+                statements.append(f"{learner} ({part.guarantee.iloc[0]}): at ε = {', '.join(_eps(e) for e in bad)} "
+                                  "its AUC is implausible for a true ε-DP learner: the claimed ε cannot explain it.")
+            elif audited:
+                statements.append(f"{learner} ({part.guarantee.iloc[0]}): consistent with its claimed ε wherever the "
+                                  f"audit can test it (ε = {', '.join(_eps(e) for e in audited)}).")
+            else:
+                statements.append(f"{learner}: the audit has no power at the ε of this run (ε·n too large), so it "
+                                  "neither confirms nor refutes the claim.")
+        sections.append({"dataset": dataset, "epsilons": [_eps(e) for e in epsilons], "table": table,
+                         "statements": statements, "nonprivate": baseline,
+                         "figure": figures.learner_auc(private, draws, baseline, palette)})
+    return sections
+
+
 def ranking_context(lb: Leaderboard, palette: dict[str, Any]) -> dict[str, Any]:
     ranking = lb.ranking
     context: dict[str, Any] = {"statement": ranking.statement, "generators": ranking.generators,
@@ -355,6 +394,7 @@ def write_report(run_dir: Path, registry: Registry, out: Path | None = None, key
                     for m in ordered_metrics(lb.metrics, families)],
         "ranking": ranking_context(lb, palette),
         "datasets": dataset_sections(run_dir, lb, registry, palette),
+        "learning": learning_sections(lb, palette),
         "ledger": _ledger_rows(run_dir, results),
         "failures": sorted(failures, key=lambda r: (r["cell"]["dataset"], r["cell"]["generator"], r["cell"]["seed"])),
         "charged": lb.failures().to_dict(orient="records"),

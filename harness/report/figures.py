@@ -193,3 +193,43 @@ def critical_difference(mean_ranks: pd.Series, pvalues: pd.DataFrame, alpha: flo
         label_fmt_left="{label} ({rank:.2f})", label_fmt_right="({rank:.2f}) {label}")
     ax.set_xlabel("mean rank (1 = best)")
     return to_data_uri(fig, tight=True)
+
+
+def learner_auc(rows: pd.DataFrame, draws: dict[str, dict[float, list[float]]], nonprivate: float,
+                palette: dict[str, tuple[float, float, float]]) -> str | None:
+    """Private learners' test AUC versus ε: left, every learner's median over seeds, with the best
+    non-private median dotted and the ε at which the audit found the AUC implausible crossed; then
+    one panel per learner that releases draws from a distribution (ExpM+NF): box plots of all its
+    draws per ε (the paper's Fig. 2 statistic) with its released models' median marked."""
+    data = rows[np.isfinite(rows.epsilon)]
+    if data.empty:
+        return None
+    spread = [g for g in sorted(draws) if any(len(d) > 1 for d in draws[g].values())]
+    fig, axes = plt.subplots(1, 1 + len(spread), figsize=(4.6 * (1 + len(spread)), 3.2), squeeze=False, sharey=True)
+    ticks = sorted(data.epsilon.unique())
+    for learner, part in data.groupby("generator"):
+        part = part.sort_values("epsilon")
+        axes[0, 0].plot(np.log10(part.epsilon), part.auc_median, marker="o", color=palette[learner], label=learner)
+        bad = part[part.audit_verdict == "implausible"]
+        axes[0, 0].scatter(np.log10(bad.epsilon), bad.auc_median, marker="x", s=90, color="red", zorder=3)
+    axes[0, 0].set_title("median AUC over seeds (× = audit: implausible)")
+    axes[0, 0].legend(fontsize=7, frameon=False, loc="lower right")
+    for ax, learner in zip(axes[0, 1:], spread):
+        eps = sorted(draws[learner])
+        ax.boxplot([draws[learner][e] for e in eps], positions=np.log10(eps), widths=0.25, showfliers=True,
+                   flierprops={"markersize": 2}, medianprops={"color": palette[learner]})
+        part = data[data.generator == learner].sort_values("epsilon")
+        ax.plot(np.log10(part.epsilon), part.auc_median, "D", color=palette[learner], markersize=4,
+                label="median AUC of the released models")
+        ax.set_title(f"{learner}: all evaluation draws")
+        ax.legend(fontsize=7, frameon=False, loc="lower right")
+    for ax in axes.flat:
+        if math.isfinite(nonprivate):
+            ax.axhline(nonprivate, color="black", linestyle=":", linewidth=1)
+        ax.axhline(0.5, color="grey", linewidth=0.6)
+        ax.set_xticks(np.log10(ticks), [f"{e:g}" for e in ticks], rotation=60, fontsize=7)
+        ax.set_xlim(np.log10(ticks[0]) - 0.4, np.log10(ticks[-1]) + 0.4)
+        ax.set_xlabel("ε")
+    axes[0, 0].set_ylabel("test AUC (dotted: best non-private)")
+    fig.tight_layout()
+    return to_data_uri(fig)

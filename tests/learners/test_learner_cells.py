@@ -81,3 +81,6 @@ def test_leaderboard_and_report_of_learners_carry_auc_fraction_and_verdict(tmp_p
     assert "| audit |" in markdown and "auc_fraction_of_nonprivate" in markdown
     html = write_report(tmp_path, learner_registry).read_text()  # no synthetic rows, so no marginal figures
     assert "Private learners (dpsgd_lr, nonprivate_lr) release a model" in html and "Marginals:" not in html
+    learning = html[html.index('<h2 id="learning">'):html.index('<h2 id="privacy">')]
+    assert "dpsgd_lr (formal): consistent with its claimed ε" in learning or "dpsgd_lr: the audit has no power" in learning
+    assert "nonprivate_lr</td>" not in learning and 'alt="test AUC versus epsilon' in learning
