@@ -205,7 +205,13 @@ class PRVAccountant(Accountant):
         rdp_of = lambda s: rdp.epsilon(_scaled(phases, s), delta)  # noqa: E731
         try:
             hi = _search(rdp_of, target_epsilon, *_doubling_bracket(rdp_of, target_epsilon), 0.02 * target_epsilon)
-        except UnreachableEpsilon:  # below RDP's floor log(1/δ)/(α_max − 1), ≈ 0.045 at δ = 1e-5: PRV has none
+        except UnreachableEpsilon:  # below RDP's floor log(1/δ)/(α_max − 1), ≈ 0.045 at δ = 1e-5
+            # PRV's own floor sits near its eps_error (eps_upper = estimate + error): test it with one
+            # call rather than ~20 doublings of a few seconds each
+            if eps_of(MAX_SCALE) > target_epsilon:
+                raise UnreachableEpsilon(
+                    f"ε = {target_epsilon:g} is unreachable: PRV's upper bound stays at {eps_of(MAX_SCALE):.3g} even "
+                    f"at σ × {MAX_SCALE:g}, because its error bar is eps_error = {self.eps_error:g}") from None
             return _doubling_bracket(eps_of, target_epsilon)
         if eps_of(hi) > target_epsilon:  # PRV's own error bar can exceed RDP's slack
             lo = hi

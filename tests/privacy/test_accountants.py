@@ -137,3 +137,16 @@ def test_prv_calibrates_below_the_rdp_floor():
     sigma = calibrate_noise_multiplier(PRVAccountant.for_target(target), target, 1e-5, 256 / 28_941, 570)
     spent = PRVAccountant.for_target(target).epsilon([Phase(256 / 28_941, sigma, 570)], 1e-5)
     assert 0.99 * target <= spent <= target and sigma > 5
+
+
+def test_prv_refuses_a_target_below_its_error_bar_at_once():
+    """DP-SGD at ε = 1e-5 (expm-nf suite): PRV's eps_upper never drops below ~its eps_error = 1e-4,
+    so calibration must say so, naming the error bar, after one accountant call at the largest scale
+    rather than twenty doublings (one cell took 170 s to fail that way)."""
+    calls = []
+    accountant = PRVAccountant.for_target(1e-5)
+    original = accountant.epsilon
+    accountant.epsilon = lambda phases, delta: calls.append(phases[0].noise_multiplier) or original(phases, delta)
+    with pytest.raises(ValueError, match=r"unreachable.*eps_error = 0.0001"):
+        calibrate_noise_multiplier(accountant, 1e-5, 1e-5, 256 / 28_941, 570)
+    assert len(calls) <= 2
