@@ -150,3 +150,13 @@ def test_prv_refuses_a_target_below_its_error_bar_at_once():
     with pytest.raises(ValueError, match=r"unreachable.*eps_error = 0.0001"):
         calibrate_noise_multiplier(accountant, 1e-5, 1e-5, 256 / 28_941, 570)
     assert len(calls) <= 2
+
+
+def test_a_repeated_calibration_is_answered_from_memory(monkeypatch):
+    """The audit's permuted-label twin calibrates the same phases again: same answer, no PRV call."""
+    first = calibrate_noise_multiplier(PRVAccountant.for_target(0.5), 0.5, 1e-5, 256 / 28_941, 570)
+    calls, original = [], PRVAccountant.epsilon
+    monkeypatch.setattr(PRVAccountant, "epsilon", lambda self, phases, delta: calls.append(1) or original(self, phases, delta))
+    again = calibrate_noise_multiplier(PRVAccountant.for_target(0.5), 0.5, 1e-5, 256 / 28_941, 570)
+    assert again == first and calls == []
+    assert calibrate_noise_multiplier(PRVAccountant.for_target(0.5), 0.25, 1e-5, 256 / 28_941, 570) > first
