@@ -9,6 +9,14 @@ from harness import Column, ColumnKind, Schema
 from plugins.datasets import adult
 
 
+@pytest.fixture(scope="session", autouse=True)
+def private_cache(tmp_path_factory):
+    """Caches (the audit's random-direction AUCs) go to a folder of this session, not the user's."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("DPGYM_CACHE", str(tmp_path_factory.mktemp("cache")))
+        yield
+
+
 @pytest.fixture(scope="session")
 def adult_split():
     return adult.load()

@@ -2,9 +2,10 @@
 
 import numpy as np
 import pytest
+import torch
 
 from harness.audit import clopper_pearson, combine, group_privacy
-from plugins.learners import audit
+from plugins.learners import audit, logistic
 from plugins.learners.expm_nf_lr import ExpMNFLR
 
 RNG = np.random.default_rng(0)
@@ -54,3 +55,26 @@ def test_proper_flow_targets_the_exact_expm_density_on_a_2d_toy():
     assert result["kl_q_p"] < 0.05
     assert result["kl_q_p_at_tenth_epsilon"] > 10 * result["kl_q_p"]
     assert result["exact_neighbour_log_ratio"] <= 0.5 + 1e-6
+
+
+def test_direction_aucs_match_sklearn_with_duplicate_rows():
+    from sklearn.metrics import roc_auc_score
+
+    g = torch.Generator().manual_seed(3)
+    x = (torch.rand(400, 6, generator=g) < 0.3).float()  # binary rows: many exact duplicates
+    y = (torch.rand(400, generator=g) < 0.4).numpy().astype(float)
+    thetas = torch.randn(20, 7, generator=g, dtype=torch.float64)
+    expected = [roc_auc_score(y, (x.double() @ t[:-1] + t[-1]).numpy()) for t in thetas]
+    assert np.allclose(logistic.aucs_of_directions(x, y, thetas, chunk=7), expected, atol=1e-12)
+
+
+def test_direction_aucs_are_computed_once_per_split(monkeypatch, tmp_path):
+    monkeypatch.setenv("DPGYM_CACHE", str(tmp_path))
+    x, y = torch.rand(300, 4), (np.arange(300) % 3 == 0).astype(float)
+    first = audit.random_direction_aucs(x, y, 100, seed=0)
+    monkeypatch.setattr(audit, "aucs_of_directions", lambda *a: pytest.fail("recomputed despite the cache"))
+    assert np.array_equal(audit.random_direction_aucs(x, y, 100, seed=0), first)
+    assert len(list(tmp_path.glob("directions-*.npy"))) == 1
+    y[0] = 1 - y[0]  # another split: another entry
+    with pytest.raises(pytest.fail.Exception):
+        audit.random_direction_aucs(x, y, 100, seed=0)
