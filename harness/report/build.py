@@ -24,6 +24,7 @@ import markupsafe
 import numpy as np
 import pandas as pd
 
+from harness import audit
 from harness.datafiles import DatasetUnavailable
 from harness.executors import cpu_count
 from harness.leaderboard import Leaderboard, build_leaderboard, rank_groups
@@ -285,6 +286,28 @@ def generator_figures(jobs: list[tuple[Path, str, pd.DataFrame, float]], real_ro
     return [_figures_job(job) for job in jobs]
 
 
+def _audit_statement(learner: str, rows: pd.DataFrame) -> str:
+    """One learner's audit over ε in words: where its AUC is impossible for a true ε-DP learner."""
+    at = {v: ", ".join(_eps(e) for e in sorted(rows[rows.audit_verdict == v].epsilon)) for v in audit.VERDICT_ORDER}
+    failed = ", ".join(_eps(e) for e in sorted(rows[rows.n_seeds == 0].epsilon))
+    parts = []
+    if at["implausible"]:
+        parts.append(f"at ε = {at['implausible']} its AUC is implausible for a true ε-DP learner: the claimed ε "
+                     "cannot explain it")
+    if at["consistent"]:
+        parts.append(f"consistent with its claimed ε at ε = {at['consistent']}")
+    if at["vacuous"]:
+        parts.append(f"at ε = {at['vacuous']} the audit ran but its bound is vacuous (nothing this learner reached "
+                     "is rare enough under permuted labels or random directions to test)")
+    if failed:
+        parts.append(f"no model at ε = {failed} (every seed failed: see Failures)")
+    untested = sorted(set(rows.epsilon) - set(rows[rows.audit_verdict.isin(["implausible", "consistent", "vacuous"])
+                                                   | (rows.n_seeds == 0)].epsilon))
+    if untested:
+        parts.append(f"not audited at ε = {', '.join(_eps(e) for e in untested)} (ε·n too large for any bound)")
+    return f"{learner} ({rows.guarantee.iloc[0]}): " + "; ".join(parts) + "."
+
+
 def learning_sections(lb: Leaderboard, palette: dict[str, Any]) -> list[dict[str, Any]]:
     """Per dataset with private learners: AUC versus ε, a learner × ε table, and the audit's result
     stated in words: at which ε each learner's AUC is impossible for a true ε-DP learner."""
@@ -298,26 +321,15 @@ def learning_sections(lb: Leaderboard, palette: dict[str, Any]) -> list[dict[str
         draws: dict[str, dict[float, list[float]]] = {}
         ok = cells[(cells.status == "ok") & ~cells.generator.isin(nonprivate)]
         for (learner, epsilon), part in ok.groupby(["generator", "epsilon"]):
-            draws.setdefault(learner, {})[epsilon] = [a for d in part.auc_draws.dropna() for a in d]
+            if part.auc_draws.dropna().map(len).max() > 1:  # releases a draw from a distribution (ExpM+NF)
+                draws.setdefault(learner, {})[epsilon] = [a for d in part.auc_draws.dropna() for a in d]
         epsilons = sorted(private.epsilon.unique())
         table = []
         for learner, part in private.groupby("generator", sort=True):
             by_eps = part.set_index("epsilon")
             table.append({"learner": learner, "guarantee": part.guarantee.iloc[0],
                           "cells": [by_eps.loc[e].to_dict() if e in by_eps.index else None for e in epsilons]})
-        statements = []
-        for learner, part in private.groupby("generator", sort=True):
-            bad = sorted(part[part.audit_verdict == "implausible"].epsilon)
-            audited = sorted(part[part.audit_verdict.isin(["implausible", "consistent"])].epsilon)
-            if bad:
-                statements.append(f"{learner} ({part.guarantee.iloc[0]}): at ε = {', '.join(_eps(e) for e in bad)} "
-                                  "its AUC is implausible for a true ε-DP learner: the claimed ε cannot explain it.")
-            elif audited:
-                statements.append(f"{learner} ({part.guarantee.iloc[0]}): consistent with its claimed ε wherever the "
-                                  f"audit can test it (ε = {', '.join(_eps(e) for e in audited)}).")
-            else:
-                statements.append(f"{learner}: the audit has no power at the ε of this run (ε·n too large), so it "
-                                  "neither confirms nor refutes the claim.")
+        statements = [_audit_statement(learner, part) for learner, part in private.groupby("generator", sort=True)]
         sections.append({"dataset": dataset, "epsilons": [_eps(e) for e in epsilons], "table": table,
                          "statements": statements, "nonprivate": baseline,
                          "figure": figures.learner_auc(private, draws, baseline, palette)})
