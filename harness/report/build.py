@@ -286,9 +286,14 @@ def generator_figures(jobs: list[tuple[Path, str, pd.DataFrame, float]], real_ro
     return [_figures_job(job) for job in jobs]
 
 
-def _audit_statement(learner: str, rows: pd.DataFrame) -> str:
-    """One learner's audit over ε in words: where its AUC is impossible for a true ε-DP learner."""
+def _audit_statement(learner: str, rows: pd.DataFrame, cells: pd.DataFrame) -> str:
+    """One learner's audit over ε in words: where its AUC is impossible for a true ε-DP learner (with
+    how many of its seeds the audit refuted there, when seeds are judged one by one)."""
     at = {v: ", ".join(_eps(e) for e in sorted(rows[rows.audit_verdict == v].epsilon)) for v in audit.VERDICT_ORDER}
+    refuted = cells[cells.audit_verdict == "implausible"].groupby("epsilon").size()
+    seeds = cells[cells.status == "ok"].groupby("epsilon").size()
+    at["implausible"] = ", ".join(_eps(e) + (f" ({refuted[e]} of {seeds[e]} seeds)" if e in refuted else "")
+                                  for e in sorted(rows[rows.audit_verdict == "implausible"].epsilon))
     failed = ", ".join(_eps(e) for e in sorted(rows[rows.n_seeds == 0].epsilon))
     parts = []
     if at["implausible"]:
@@ -329,7 +334,8 @@ def learning_sections(lb: Leaderboard, palette: dict[str, Any]) -> list[dict[str
             by_eps = part.set_index("epsilon")
             table.append({"learner": learner, "guarantee": part.guarantee.iloc[0],
                           "cells": [by_eps.loc[e].to_dict() if e in by_eps.index else None for e in epsilons]})
-        statements = [_audit_statement(learner, part) for learner, part in private.groupby("generator", sort=True)]
+        statements = [_audit_statement(learner, part, cells[cells.generator == learner])
+                      for learner, part in private.groupby("generator", sort=True)]
         sections.append({"dataset": dataset, "epsilons": [_eps(e) for e in epsilons], "table": table,
                          "statements": statements, "nonprivate": baseline,
                          "figure": figures.learner_auc(private, draws, baseline, palette)})

@@ -3,6 +3,7 @@
 import math
 import re
 
+import numpy as np
 import pytest
 
 from harness.cli import build_parser, suite_from_args
@@ -86,3 +87,20 @@ def test_leaderboard_and_report_of_learners_carry_auc_fraction_and_verdict(tmp_p
     assert re.search(r"dpsgd_lr \(formal\): (consistent with its claimed ε|at ε = 0.001 the audit ran but its bound is "
                      r"vacuous)", learning)
     assert "nonprivate_lr</td>" not in learning and 'alt="test AUC versus epsilon' in learning
+
+
+def test_draws_of_different_seeds_are_not_pooled_for_the_group_privacy_check():
+    """ExpM+NF's 1,000 draws per seed are iid only given that seed's flow: pooled over seeds they would
+    pass for 10,000 independent models and overstate the evidence. One model per seed is pooled."""
+    import pandas as pd
+
+    from harness.leaderboard import _learning_columns
+
+    rng = np.random.default_rng(0)
+    shifted = [list(rng.normal(0.6 + 0.02 * s, 0.001, 1000)) for s in range(10)]  # each seed its own spot
+    centred = [list(rng.normal(0.6 + 0.02 * (9 - s) - 0.01, 0.001, 1000)) for s in range(10)]
+    many = pd.DataFrame({"auc_draws": shifted, "auc_permuted_draws": centred, "audit_verdict": ["consistent"] * 10,
+                         "n_rows": 1000, "metric:auc": [d[0] for d in shifted]})
+    assert _learning_columns(many, 1e-6)["audit_verdict"] == "consistent"
+    one = many.assign(auc_draws=[[0.8]] * 10, auc_permuted_draws=[[0.5]] * 10)
+    assert _learning_columns(one, 1e-6)["audit_verdict"] == "implausible"
