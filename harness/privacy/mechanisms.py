@@ -21,7 +21,7 @@ def gaussian_epsilon(delta: float, noise_multiplier: float) -> float:
     hi = 1.0
     while gaussian_delta(hi, noise_multiplier) > delta:
         hi *= 2.0
-    return float(optimize.brentq(lambda e: gaussian_delta(e, noise_multiplier) - delta, 0.0, hi, xtol=1e-12))
+    return float(optimize.brentq(lambda e: gaussian_delta(e, noise_multiplier) - delta, 0.0, hi, xtol=1e-15))
 
 
 def calibrate_gaussian(epsilon: float, delta: float) -> float:

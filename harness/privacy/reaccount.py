@@ -24,6 +24,7 @@ from scipy import optimize
 
 from harness.privacy.budget import Budget, Guarantee
 from harness.privacy.ledger import Ledger, LedgerEntry, PrivacyViolation
+from harness.privacy.mechanisms import gaussian_epsilon
 
 # A claim may sit this far below the independent figure before the cell is refused: the PRV
 # estimate's own discretisation error, and float noise in the generator's accountant.
@@ -85,9 +86,15 @@ def zcdp_epsilon(rho: float, delta: float) -> float:
     return float(min(refined.fun, epsilon_at(grid[best])))
 
 
+EXACT_GAUSSIAN = "exact Gaussian composition (μ-GDP: Dong, Roth & Su 2019, Cor. 2; Balle & Wang 2018, Thm. 8)"
+EXACT_SLACK = 1e-6  # relative: root-finding noise only, where the accountant has no error bar (PRV's
+# ≥ 1e-4 absolute would swamp a claim of ε = 1e-4 or below, and refuse honest ones just above)
+
+
 def independent_epsilon(entries: list[LedgerEntry], delta: float, eps_error: float = 1e-3) -> tuple[float, str]:
-    """ε of all entries composed, at total δ, computed from parameters alone (PRV upper bound,
-    within 2·eps_error of the exact ε; zCDP entries compose by adding ρ)."""
+    """ε of all entries composed, at total δ, computed from parameters alone: exact for plain Gaussian
+    mechanisms, else the PRV upper bound (within 2·eps_error of the exact ε); zCDP entries compose by
+    adding ρ."""
     if not entries:
         return 0.0, "none"
     pure = [_pure_epsilon(e) for e in entries]
@@ -98,6 +105,11 @@ def independent_epsilon(entries: list[LedgerEntry], delta: float, eps_error: flo
             raise PrivacyViolation("the ledger has zCDP mechanisms but claims δ = 0")
         rho = sum(float(e.params["rho"]) for e in entries)
         return zcdp_epsilon(rho, delta), "zCDP composition, converted by Canonne, Kamath & Steinke (2020) Prop. 12"
+    if all(e.mechanism == "gaussian" for e in entries):
+        if delta <= 0:
+            raise PrivacyViolation("the ledger has Gaussian mechanisms but claims δ = 0")
+        mu = math.sqrt(sum((float(e.params["l2_sensitivity"]) / float(e.params["sigma"])) ** 2 for e in entries))
+        return gaussian_epsilon(delta, 1.0 / mu), EXACT_GAUSSIAN  # k Gaussians compose to one at μ = √Σμ_i²
     unknown = sorted({e.mechanism for e in entries if e.mechanism not in PRV_BUILDERS})
     if unknown:
         raise PrivacyViolation(f"cannot re-account mechanisms {unknown}: no independent accountant for them")
@@ -160,7 +172,8 @@ def reaccount(ledger: Ledger, budget: Budget) -> Reaccounting:
     except PrivacyViolation as err:
         return Reaccounting(math.nan, delta, "none", "unaccountable", str(err))
     rdp = rdp_epsilon(ledger.entries, delta)
-    slack = max(ABSOLUTE_TOLERANCE, RELATIVE_TOLERANCE * epsilon)
+    slack = (EXACT_SLACK * epsilon + 1e-15 if accountant == EXACT_GAUSSIAN
+             else max(ABSOLUTE_TOLERANCE, RELATIVE_TOLERANCE * epsilon))
     if ledger.epsilon < epsilon - slack:
         return Reaccounting(epsilon, delta, accountant, "underclaimed",
                             f"claimed ε={ledger.epsilon:.6g} but the mechanisms spend ε={epsilon:.6g}", rdp)

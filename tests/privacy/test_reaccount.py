@@ -78,3 +78,20 @@ def test_zcdp_mixed_with_other_mechanisms_has_no_independent_accountant():
     ledger = Ledger(Guarantee.NOMINAL, [LedgerEntry("zcdp", 0.5, 1e-6, {"rho": 0.01}, "test"),
                                         LedgerEntry("gaussian", 0.5, 1e-6, {"l2_sensitivity": 1.0, "sigma": 5.0}, "test")])
     assert reaccount(ledger, Budget(1.0, 1e-5)).verdict == "unaccountable"
+
+
+@pytest.mark.parametrize("epsilon", [1e-6, 1e-4, 1e-2, 1.0])
+def test_gaussian_releases_are_re_accounted_exactly_at_any_epsilon(epsilon):
+    """The independent generator at the ExpM+NF grid's small ε: PRV's 1e-3 error bar refused honest
+    cells at 1e-4…1e-2 and could not see a 10× overspend at 1e-5. Plain Gaussians compose exactly."""
+    from harness.privacy.mechanisms import calibrate_gaussian
+
+    def ledger(sigma: float) -> Ledger:
+        out = Ledger(Guarantee.FORMAL)
+        out.record(LedgerEntry("gaussian", epsilon, 1e-5, {"l2_sensitivity": 3.9, "sigma": sigma}, "analytic"))
+        out.claim(epsilon, 1e-5, "basic")
+        return out
+
+    honest = reaccount(ledger(3.9 * calibrate_gaussian(epsilon, 1e-5)), Budget(epsilon, 1e-5))
+    assert honest.verdict == "ok" and honest.epsilon == pytest.approx(epsilon, rel=1e-6)
+    assert reaccount(ledger(3.9 * calibrate_gaussian(epsilon, 1e-5) * 0.9), Budget(epsilon, 1e-5)).verdict == "underclaimed"
