@@ -221,7 +221,9 @@ def _generator_figures(run_dir: Path, mine: pd.DataFrame, reference: float, real
     folder = run_dir / "cells" / chosen.key
     synthetic = pd.read_parquet(folder / "synthetic.parquet")
     entry["cell"] = f"ε = {_eps(chosen.epsilon)}, seed {chosen.seed}"
-    entry["marginals"] = figures.marginals(real.train, synthetic, real.schema)
+    shares = figures.marginal_shares(real.train, synthetic, real.schema)
+    entry["marginals"] = figures.marginals(shares, real.schema)
+    entry["shares"] = shares.assign(epsilon=chosen.epsilon, seed=chosen.seed, cell=chosen.key)
     detail = json.loads((folder / "result.json").read_text()).get("metric_detail", {}).get("fidelity", {})
     if "kendall_real" in detail and "kendall_synthetic" in detail:
         real_tau = _matrix_from_pairs(detail["kendall_real"], real.schema.names)
@@ -418,8 +420,20 @@ def write_report(run_dir: Path, registry: Registry, out: Path | None = None, key
         "time_limit": lb.time_limit,
         "provenance": provenance(run_dir, results),
     }
-    context["build_seconds"] = time.perf_counter() - started
-    html = render(context)
     path = Path(out) if out else run_dir / "report.html"
-    path.write_text(html)
+    context["marginals_file"] = _write_marginal_shares(context["datasets"], path.with_name(f"{path.stem}-marginals.csv"))
+    context["build_seconds"] = time.perf_counter() - started
+    path.write_text(render(context))
     return path
+
+
+def _write_marginal_shares(sections: list[dict[str, Any]], path: Path) -> str:
+    """Write the data of every marginal figure as one tidy table beside the report, for re-plotting
+    (e.g. DP-NF's Fig. 11 from a Life Science run); returns its file name, or "" when there is none."""
+    tables = [entry.pop("shares").assign(dataset=section["dataset"], generator=entry["generator"])
+              for section in sections for entry in section["generators"] if "shares" in entry]
+    if not tables:
+        return ""
+    columns = ["dataset", "generator", "epsilon", "seed", "cell", "column", "bin", "low", "high", "real", "synthetic"]
+    pd.concat(tables, ignore_index=True)[columns].to_csv(path, index=False)
+    return path.name

@@ -25,7 +25,8 @@ import seaborn as sns  # noqa: E402
 from harness.schema import Column, ColumnKind, Schema  # noqa: E402
 
 REAL, SYNTHETIC = sns.color_palette("tab10")[0], sns.color_palette("tab10")[1]  # blue, orange
-NUMERIC_BINS = 20
+DISPLAY_BINS = 100  # DP-NF's Figs. 3 and 11 (its code: 100 bins over the range both samples share)
+DISPLAY_MASS = 0.99  # numeric panels span the central 99% of each sample: a few outliers do not flatten them
 MAX_CATEGORIES = 12  # more (e.g. Adult's 42 countries) are shown as the 11 most frequent real ones + "other"
 GRID_COLUMNS = 5
 DPI = 80
@@ -92,51 +93,77 @@ def metric_curves(board: pd.DataFrame, metrics: Sequence[str], directions: dict[
     return to_data_uri(fig, tight=True)
 
 
-def _proportions(values: pd.Series, col: Column, bins: np.ndarray | None) -> tuple[list[str], np.ndarray]:
-    """Share of rows per public bin or category; the last entry is the missing values' share."""
+def display_edges(col: Column, real: pd.Series, synthetic: pd.Series) -> np.ndarray:
+    """Bins to draw a numeric column on: one per value for an integer column of at most
+    ``DISPLAY_BINS`` values, else ``DISPLAY_BINS`` equal bins (as DP-NF's Figs. 3 and 11) over the
+    range holding the central ``DISPLAY_MASS`` of each sample, within the public bounds; the tails
+    are counted in the edge bins. Bins over the whole public range would put concentrated data in a
+    few bars (Life Science fills about a tenth of its [-1, 1]), and so would a range stretched by a
+    few synthetic outliers. The report shows the real rows' histogram anyway, so zooming to their
+    range discloses nothing more."""
+    if col.kind is ColumnKind.INTEGER and col.max - col.min < DISPLAY_BINS:
+        return np.arange(col.min, col.max + 2) - 0.5
+    tail = (1 - DISPLAY_MASS) / 2
+    ranges = [np.nanquantile(np.clip(v, col.min, col.max), [tail, 1 - tail])
+              for v in (pd.to_numeric(s).to_numpy(dtype=float, na_value=np.nan) for s in (real, synthetic))
+              if (~np.isnan(v)).any()]
+    low, high = (min(r[0] for r in ranges), max(r[1] for r in ranges)) if ranges else (col.min, col.max)
+    return np.linspace(low, high, DISPLAY_BINS + 1) if low < high else np.linspace(col.min, col.max, DISPLAY_BINS + 1)
+
+
+def _shares(values: pd.Series, col: Column, edges: np.ndarray | None) -> np.ndarray:
+    """Share of rows per bin (numeric, clipped into the edge bins) or per category; the last entry
+    is the missing values' share."""
     missing = float(values.isna().mean()) if len(values) else 0.0
     present = values.dropna()
     if col.is_numeric:
-        counts, _ = np.histogram(pd.to_numeric(present).to_numpy(dtype=float), bins=bins)
-        labels = [f"{b:g}" for b in bins[:-1]]
+        clipped = np.clip(pd.to_numeric(present).to_numpy(dtype=float), edges[0], edges[-1])
+        counts, _ = np.histogram(clipped, bins=edges)
     else:
         counts = present.astype(str).value_counts().reindex(list(col.categories), fill_value=0).to_numpy()
-        labels = list(col.categories)
-    share = counts / max(len(values), 1)
-    return labels + ["missing"], np.append(share, missing)
+    return np.append(counts / max(len(values), 1), missing)
 
 
-def _bins(col: Column) -> np.ndarray:
-    """Public bins from the schema's bounds: one per integer value when few, else equal-width."""
-    if col.kind is ColumnKind.INTEGER and col.max - col.min < NUMERIC_BINS:
-        return np.arange(col.min, col.max + 2) - 0.5
-    return np.linspace(col.min, col.max, NUMERIC_BINS + 1)
+def marginal_shares(real: pd.DataFrame, synthetic: pd.DataFrame, schema: Schema) -> pd.DataFrame:
+    """The data of the marginal figure, one row per column and bin: the bin (a category, or the
+    interval [low, high) of a numeric column, or "missing") and the real and synthetic shares."""
+    parts = []
+    for col in schema.columns:
+        edges = display_edges(col, real[col.name], synthetic[col.name]) if col.is_numeric else None
+        if col.is_numeric:
+            bins = {"bin": [f"{a:.6g}" for a in edges[:-1]], "low": edges[:-1], "high": edges[1:]}
+        else:
+            bins = {"bin": list(col.categories), "low": np.nan, "high": np.nan}
+        part = pd.DataFrame(bins)
+        part = pd.concat([part, pd.DataFrame({"bin": ["missing"], "low": [np.nan], "high": [np.nan]})], ignore_index=True)
+        part.insert(0, "column", col.name)
+        part["real"] = _shares(real[col.name], col, edges)
+        part["synthetic"] = _shares(synthetic[col.name], col, edges)
+        parts.append(part)
+    return pd.concat(parts, ignore_index=True)
 
 
-def _draw_numeric(ax: plt.Axes, col: Column, real: pd.Series, synthetic: pd.Series) -> None:
-    bins = _bins(col)
-    for values, colour, label in ((real, REAL, "real"), (synthetic, SYNTHETIC, "synthetic")):
-        _, share = _proportions(values, col, bins)
-        ax.stairs(share[:-1], bins, fill=True, alpha=0.45, color=colour, label=label)
-        ax.stairs(share[:-1], bins, color=colour, linewidth=1)
-    missing = (real.isna().mean(), synthetic.isna().mean())
-    if any(missing):
-        ax.text(0.98, 0.95, f"missing {missing[0]:.0%} / {missing[1]:.0%}", transform=ax.transAxes, ha="right",
-                va="top", fontsize=6)
+def _draw_numeric(ax: plt.Axes, shares: pd.DataFrame) -> None:
+    binned, missing = shares.iloc[:-1], shares.iloc[-1]
+    edges = np.append(binned.low.to_numpy(), binned.high.iloc[-1])
+    for side, colour in (("real", REAL), ("synthetic", SYNTHETIC)):
+        ax.stairs(binned[side].to_numpy(), edges, fill=True, alpha=0.45, color=colour, label=side)
+        ax.stairs(binned[side].to_numpy(), edges, color=colour, linewidth=1)
+    if missing.real or missing.synthetic:
+        ax.text(0.98, 0.95, f"missing {missing.real:.0%} / {missing.synthetic:.0%}", transform=ax.transAxes,
+                ha="right", va="top", fontsize=6)
 
 
-def _draw_categorical(ax: plt.Axes, col: Column, real: pd.Series, synthetic: pd.Series) -> None:
-    labels, real_share = _proportions(real, col, None)
-    _, synth_share = _proportions(synthetic, col, None)
-    keep = [i for i in range(len(labels) - 1)] + ([len(labels) - 1] if real_share[-1] or synth_share[-1] else [])
-    if len(keep) > MAX_CATEGORIES:
-        top = sorted(keep, key=lambda i: -real_share[i])[:MAX_CATEGORIES - 1]
-        rest = [i for i in keep if i not in top]
+def _draw_categorical(ax: plt.Axes, shares: pd.DataFrame) -> None:
+    missing = shares.iloc[-1]
+    shown = shares if missing.real or missing.synthetic else shares.iloc[:-1]
+    labels, real_share, synth_share = list(shown.bin), shown.real.to_numpy(), shown.synthetic.to_numpy()
+    if len(labels) > MAX_CATEGORIES:
+        order = np.argsort(-real_share, kind="stable")
+        top, rest = order[:MAX_CATEGORIES - 1], order[MAX_CATEGORIES - 1:]
         labels = [labels[i] for i in top] + [f"other ({len(rest)})"]
         real_share = np.append(real_share[top], real_share[rest].sum())
         synth_share = np.append(synth_share[top], synth_share[rest].sum())
-    else:
-        labels, real_share, synth_share = [labels[i] for i in keep], real_share[keep], synth_share[keep]
     y = np.arange(len(labels))
     ax.barh(y - 0.2, real_share, height=0.4, color=REAL, label="real")
     ax.barh(y + 0.2, synth_share, height=0.4, color=SYNTHETIC, label="synthetic")
@@ -144,18 +171,16 @@ def _draw_categorical(ax: plt.Axes, col: Column, real: pd.Series, synthetic: pd.
     ax.invert_yaxis()
 
 
-def marginals(real: pd.DataFrame, synthetic: pd.DataFrame, schema: Schema) -> str:
-    """Every column's real (blue) and synthetic (orange) distribution on the schema's public bins."""
+def marginals(shares: pd.DataFrame, schema: Schema) -> str:
+    """Every column's real (blue) and synthetic (orange) distribution, drawn from `marginal_shares`."""
     columns = schema.columns
     nrows = math.ceil(len(columns) / GRID_COLUMNS)
     height = 2.0 * nrows + 0.4
     fig, axes = plt.subplots(nrows, GRID_COLUMNS, figsize=(2.7 * GRID_COLUMNS, height), squeeze=False)
     fig.subplots_adjust(left=0.1, right=0.99, bottom=0.3 / height, top=1 - 0.55 / height, wspace=0.75, hspace=0.45)
+    by_column = dict(tuple(shares.groupby("column", sort=False)))
     for ax, col in zip(axes.flat, columns):
-        if col.is_numeric:
-            _draw_numeric(ax, col, real[col.name], synthetic[col.name])
-        else:
-            _draw_categorical(ax, col, real[col.name], synthetic[col.name])
+        (_draw_numeric if col.is_numeric else _draw_categorical)(ax, by_column[col.name])
         ax.set_title(col.name, fontsize=8)
         ax.tick_params(labelsize=6)
         ax.xaxis.set_major_locator(plt.MaxNLocator(4))

@@ -96,3 +96,15 @@ def test_the_report_command_writes_the_file(tmp_path):
     assert done.returncode == 0, done.stderr
     assert out.exists() and f"report: {out}" in done.stdout.replace("\n", "")
     assert "uniform" in out.read_text()
+
+
+def test_the_marginal_figures_data_is_written_beside_the_report(smoke_report, smoke_run):
+    html = smoke_report.read_text()
+    shares = pd.read_csv(smoke_run / "report-marginals.csv")
+    assert "report-marginals.csv beside this file" in html
+    assert set(shares.generator) == {"uniform", "independent", "real"}  # the crasher has no data
+    assert (shares.dataset == "adult").all() and (shares.epsilon == 1.0).all() and (shares.seed == 0).all()
+    totals = shares.groupby(["generator", "column"])[["real", "synthetic"]].sum()
+    assert ((totals - 1.0).abs() < 1e-9).all().all()  # every column's bins and "missing" hold all rows
+    real = shares[shares.generator == "real"]
+    assert (real.real - real.synthetic).abs().max() < 0.05  # the `real` reference resamples the train rows
