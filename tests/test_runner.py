@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import shutil
 from dataclasses import replace
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -170,3 +171,11 @@ def test_unknown_metric_options_are_refused_naming_the_metric(registry, tmp_path
                     '[[generators]]\nname = "uniform"\n[metric_options.utility]\nclassifiers = ["lda"]\n')
     with pytest.raises(SuiteError, match="metric_options for \\['utility'\\]"):
         load_suite(str(path))
+
+
+@pytest.mark.parametrize("path", sorted((Path(__file__).parents[1] / "leaderboard" / "suites").glob("*.toml")),
+                         ids=lambda p: p.stem)
+def test_every_shipped_suite_loads_and_expands(path):
+    """A typo in a suite file (a bad TOML line, an unknown parameter) fails here, not hours into a run."""
+    suite = load_suite(str(path))
+    assert expand(suite, Registry.discover())

@@ -1,16 +1,30 @@
 """DP-VAE, the DP-auto-GAN paper's autoencoder baseline (Chen et al. 2018; Acs et al.; paper §4.2,
-App. E.3): a variational autoencoder trained by DP-SGD on the same mixed-type encoding, sampled by
-decoding draws from its standard-Gaussian latent prior.
+App. E.3): a variational autoencoder trained by DP-SGD on the same mixed-type encoding.
 
-The paper ran SAP's Keras notebook, whose architecture it does not restate (spec §2.3), so this
-module uses DP-auto-GAN's ADULT autoencoder shape (n → (n+d)//2 → d, LeakyReLU(0.2), d = 15) with
-Gaussian heads (μ, log σ²), and its phase-1 optimiser, batch and step count. The loss per row is
-the negative ELBO divided by n: mean BCE over the coordinates + KL(q(z|x) ‖ N(0, I)) / n.
+Two architectures:
+- ``autogan`` (default): DP-auto-GAN's ADULT autoencoder shape (n → (n+d)//2 → d, LeakyReLU(0.2),
+  d = 15) with Gaussian heads (μ, log σ²), its phase-1 optimiser, batch and step count. The loss per
+  row is the negative ELBO divided by n: mean BCE over the coordinates + KL(q(z|x) ‖ N(0, I)) / n.
+  Rows are sampled by decoding draws from the N(0, I) prior.
+- ``sap``: the model of SAP's Keras tutorial notebook, which the paper ran as its DP-VAE (spec
+  §2.3): encoder n → 32 (sigmoid, dropout 0.6) → 2-d Gaussian heads, decoder 2 → 32 (ReLU) → n,
+  reparameterisation noise of std 15, loss = BCE averaged over the coordinates + the KL summed over
+  the latent (so the KL weighs n times more than in the ELBO), plain SGD. Rows are generated as the
+  notebook does: N(0, I_n) noise through the whole VAE (encoder without dropout, std-15
+  reparameterisation, decoder). With ``noise = "published"`` it trains at the paper's noise
+  multiplier for the nearest published ε (ψ = 5 / 4 / 2 at 0.36 / 0.51 / 1.01) for as many steps
+  as the budget allows, as the notebook's privacy early stop did (ε = ∞: its 100 public epochs).
+  Unlike the notebook, DP-SGD clips each example's gradient and samples batches by Poisson
+  sampling (the notebook clipped the batch-mean gradient, which its accountant does not cover) and
+  the encoding uses the public schema, not bounds fitted to the rows.
+
 Encoder and decoder are clipped together (flat clipping) and noised; the noise multiplier is
 calibrated to the budget on the same RDP accountant (classic conversion) as DP-auto-GAN.
 """
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 import pandas as pd
@@ -19,17 +33,24 @@ from torch import Tensor, nn
 from torch.nn import functional as F
 
 from harness import Budget, GeneratorSpec, Guarantee, Ledger, Schema, hookimpl
+from harness.privacy.accountants import Accountant, Phase
 from harness.privacy.dpsgd import DPSGD
 from plugins.generators.dp_autogan import make_plan_accountant
 from plugins.nn.mixed import MixedEncoding
 from plugins.nn.phases import PlainPhase
 from plugins.nn.runtime import resolve_device, single_thread
 
+ARCHITECTURES = ("autogan", "sap")
+# The paper's DP-VAE noise multipliers (spec §2.3: ψ = 5 / 4 / 2), by the ε they were run at.
+SAP_PUBLISHED_NOISE = {0.36: 5.0, 0.51: 4.0, 1.01: 2.0}
+SAP_HIDDEN, SAP_DROPOUT, SAP_REPARAMETERISATION_STD = 32, 0.6, 15.0
+SAP_PUBLIC_EPOCHS = 100  # the notebook's non-private run
+
 
 class GaussianEncoder(nn.Module):
-    def __init__(self, width: int, hidden: int, latent_dim: int):
+    def __init__(self, body: nn.Module, hidden: int, latent_dim: int):
         super().__init__()
-        self.body = nn.Sequential(nn.Linear(width, hidden), nn.LeakyReLU(0.2))
+        self.body = body
         self.mean = nn.Linear(hidden, latent_dim)
         self.log_var = nn.Linear(hidden, latent_dim)
 
@@ -38,28 +59,77 @@ class GaussianEncoder(nn.Module):
         return self.mean(h), self.log_var(h).clamp(-10.0, 10.0)
 
 
-def negative_elbo(encoder: GaussianEncoder, decoder: nn.Module, x: Tensor) -> Tensor:
-    """Per-row (BCE summed over coordinates + KL to N(0, I)) / n, one reparameterised draw."""
+def build_networks(architecture: str, width: int, latent_dim: int) -> tuple[GaussianEncoder, nn.Module]:
+    if architecture == "sap":
+        body = nn.Sequential(nn.Linear(width, SAP_HIDDEN), nn.Sigmoid(), nn.Dropout(SAP_DROPOUT))
+        encoder = GaussianEncoder(body, SAP_HIDDEN, latent_dim)
+        decoder = nn.Sequential(nn.Linear(latent_dim, SAP_HIDDEN), nn.ReLU(), nn.Linear(SAP_HIDDEN, width))
+        return encoder, decoder
+    hidden = (width + latent_dim) // 2
+    encoder = GaussianEncoder(nn.Sequential(nn.Linear(width, hidden), nn.LeakyReLU(0.2)), hidden, latent_dim)
+    decoder = nn.Sequential(nn.Linear(latent_dim, hidden), nn.LeakyReLU(0.2), nn.Linear(hidden, width))
+    return encoder, decoder
+
+
+def reparameterise(encoder: GaussianEncoder, x: Tensor, std: float, generator: torch.Generator | None = None) -> tuple[Tensor, Tensor]:
+    """z = μ + σ·std·ε with ε ~ N(0, I); returns z and the per-row KL(q(z|x) ‖ N(0, I))."""
     mean, log_var = encoder(x)
-    z = mean + torch.exp(0.5 * log_var) * torch.randn_like(mean)
-    bce = F.binary_cross_entropy_with_logits(decoder(z), x, reduction="none").sum(dim=1)
+    noise = torch.randn(mean.shape, generator=generator, device=mean.device, dtype=mean.dtype)
+    z = mean + torch.exp(0.5 * log_var) * noise * std
     kl = 0.5 * (mean.square() + log_var.exp() - 1.0 - log_var).sum(dim=1)
-    return (bce + kl) / x.shape[1]
+    return z, kl
+
+
+def vae_loss(encoder: GaussianEncoder, decoder: nn.Module, x: Tensor, architecture: str) -> Tensor:
+    """Per row: (BCE summed over coordinates + KL) / n for ``autogan`` (the ELBO per coordinate);
+    mean BCE + KL for ``sap`` (Keras's averaged binary cross-entropy plus the unscaled KL)."""
+    std = SAP_REPARAMETERISATION_STD if architecture == "sap" else 1.0
+    z, kl = reparameterise(encoder, x, std)
+    bce = F.binary_cross_entropy_with_logits(decoder(z), x, reduction="none").sum(dim=1)
+    return (bce + kl * (x.shape[1] if architecture == "sap" else 1.0)) / x.shape[1]
+
+
+def steps_within_budget(accountant: Accountant, sample_rate: float, noise_multiplier: float, budget: Budget,
+                        cap: int) -> int:
+    """The most steps (≤ cap) at this noise that spend at most the budget: the notebook's
+    privacy early stop, decided before training."""
+    def fits(steps: int) -> bool:
+        return accountant.epsilon([Phase(sample_rate, noise_multiplier, steps)], budget.delta) <= budget.epsilon
+
+    if fits(cap):
+        return cap
+    lo, hi = 0, cap
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if fits(mid) else (lo, mid)
+    if lo == 0:
+        raise ValueError(f"noise multiplier {noise_multiplier:g} cannot take one step within ε = {budget.epsilon:g}")
+    return lo
+
+
+def published_noise(epsilon: float) -> float:
+    """The paper's DP-VAE noise multiplier at the published ε nearest this one (in log ε)."""
+    nearest = min(SAP_PUBLISHED_NOISE, key=lambda e: abs(math.log(e / epsilon)))
+    return SAP_PUBLISHED_NOISE[nearest]
 
 
 class DPVAE:
-    def __init__(self, latent_dim: int, steps: int, batch_size: int, lr: float, clip_norm: float,
-                 accountant: str, decoding: str, device: str):
+    def __init__(self, architecture: str, latent_dim: int, steps: int, batch_size: int, optimizer: str, lr: float,
+                 clip_norm: float, noise: str, accountant: str, decoding: str, device: str):
         for name, value in (("latent_dim", latent_dim), ("steps", steps), ("batch_size", batch_size),
                             ("lr", lr), ("clip_norm", clip_norm)):
             if not value > 0:
                 raise ValueError(f"{name} must be positive, got {value!r}")
-        if accountant not in ("rdp", "prv"):
-            raise ValueError(f"accountant must be 'rdp' or 'prv', got {accountant!r}")
-        if decoding not in ("argmax", "sample"):
-            raise ValueError(f"decoding must be 'argmax' or 'sample', got {decoding!r}")
-        self.latent_dim, self.steps, self.batch_size, self.lr = latent_dim, steps, batch_size, lr
-        self.clip_norm, self.accountant, self.decoding, self.device = clip_norm, accountant, decoding, device
+        for name, value, allowed in (("architecture", architecture, ARCHITECTURES), ("optimizer", optimizer, ("adam", "sgd")),
+                                     ("noise", noise, ("calibrate", "published")), ("accountant", accountant, ("rdp", "prv")),
+                                     ("decoding", decoding, ("argmax", "sample"))):
+            if value not in allowed:
+                raise ValueError(f"{name} must be one of {', '.join(map(repr, allowed))}, got {value!r}")
+        if noise == "published" and architecture != "sap":
+            raise ValueError("noise='published' is the paper's noise for its (SAP) DP-VAE: use architecture='sap'")
+        self.architecture, self.latent_dim, self.steps, self.batch_size = architecture, latent_dim, steps, batch_size
+        self.optimizer, self.lr, self.clip_norm, self.noise = optimizer, lr, clip_norm, noise
+        self.accountant, self.decoding, self.device = accountant, decoding, device
 
     def fit(self, train: pd.DataFrame, schema: Schema, budget: Budget, seed: int) -> Ledger:
         with single_thread():
@@ -70,25 +140,31 @@ class DPVAE:
         device = resolve_device(self.device)
         x = torch.as_tensor(self.encoding_.encode(train), device=device)
         n_rows, width = x.shape
-        hidden = (width + self.latent_dim) // 2
         batch_size = min(self.batch_size, n_rows)  # q ≤ 1; only tiny tables are affected
         with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
             torch.manual_seed(seed)
-            encoder = GaussianEncoder(width, hidden, self.latent_dim).to(device)
-            decoder = nn.Sequential(nn.Linear(self.latent_dim, hidden), nn.LeakyReLU(0.2),
-                                    nn.Linear(hidden, width)).to(device)
-            optimizer = torch.optim.Adam([*encoder.parameters(), *decoder.parameters()], lr=self.lr)
+            encoder, decoder = (net.to(device) for net in build_networks(self.architecture, width, self.latent_dim))
+            parameters = [*encoder.parameters(), *decoder.parameters()]
+            optimizer = (torch.optim.Adam(parameters, lr=self.lr) if self.optimizer == "adam"
+                         else torch.optim.SGD(parameters, lr=self.lr))
             if budget.is_private:
-                dp = DPSGD(budget, accountant=make_plan_accountant(self.accountant, budget.epsilon), seed=seed)
+                accountant = make_plan_accountant(self.accountant, budget.epsilon)
+                steps = self.steps
+                if self.noise == "published":
+                    steps = steps_within_budget(accountant, batch_size / n_rows, published_noise(budget.epsilon),
+                                                budget, self.steps)
+                dp = DPSGD(budget, accountant=accountant, seed=seed)
                 phase = dp.add_phase("vae", {"encoder": encoder, "decoder": decoder}, optimizer, n_rows=n_rows,
-                                     batch_size=batch_size, steps=self.steps, clip_norm=self.clip_norm,
-                                     clipping="flat")
+                                     batch_size=batch_size, steps=steps, clip_norm=self.clip_norm, clipping="flat")
             else:
                 dp = None
-                phase = PlainPhase([optimizer], n_rows=n_rows, batch_size=batch_size, steps=self.steps, seed=seed)
+                steps = self.steps if self.noise == "calibrate" else min(self.steps, SAP_PUBLIC_EPOCHS * n_rows // batch_size)
+                phase = PlainPhase([optimizer], n_rows=n_rows, batch_size=batch_size, steps=steps, seed=seed)
             for idx in phase.batches():
-                phase.step(negative_elbo(encoder, decoder, x[idx]))
-        self.decoder_, self.device_ = decoder.eval(), device  # the encoder is not released
+                phase.step(vae_loss(encoder, decoder, x[idx], self.architecture))
+        # The notebook generates through the encoder, so ``sap`` releases it; ``autogan`` does not.
+        self.encoder_ = encoder.eval() if self.architecture == "sap" else None
+        self.decoder_, self.device_, self.width_ = decoder.eval(), device, width
         if dp is None:
             return Ledger.non_private(Guarantee.FORMAL, "DP-VAE trained without clipping or noise (ε = ∞)")
         ledger = dp.ledger()
@@ -101,7 +177,11 @@ class DPVAE:
     @torch.no_grad()
     def sample_encoded(self, n: int, seed: int) -> np.ndarray:
         noise = torch.Generator(device=self.device_).manual_seed(seed)
-        z = torch.randn(n, self.latent_dim, generator=noise, device=self.device_)
+        if self.encoder_ is None:
+            z = torch.randn(n, self.latent_dim, generator=noise, device=self.device_)
+        else:
+            inputs = torch.randn(n, self.width_, generator=noise, device=self.device_)
+            z, _ = reparameterise(self.encoder_, inputs, SAP_REPARAMETERISATION_STD, noise)
         return torch.sigmoid(self.decoder_(z)).cpu().numpy()
 
 
@@ -112,10 +192,11 @@ SPEC = GeneratorSpec(
     guarantee=Guarantee.FORMAL,
     # Sizes and optimiser of DP-auto-GAN's ADULT phase 1 (spec §2.1): Adam 0.005, b = 64, T = 10,000.
     # Clip: the ELBO/n gradients are of the same order as the AE's; 0.012, as DP-auto-GAN's C1.
-    defaults={"latent_dim": 15, "steps": 10_000, "batch_size": 64, "lr": 0.005, "clip_norm": 0.012,
-              "accountant": "rdp", "decoding": "argmax", "device": "auto"},
+    defaults={"architecture": "autogan", "latent_dim": 15, "steps": 10_000, "batch_size": 64, "optimizer": "adam",
+              "lr": 0.005, "clip_norm": 0.012, "noise": "calibrate", "accountant": "rdp", "decoding": "argmax",
+              "device": "auto"},
     quick_params={"steps": 20},
-    description="DP-VAE baseline of DP-auto-GAN: DP-SGD VAE on the mixed-type encoding, Gaussian prior sampling",
+    description="DP-VAE baseline of DP-auto-GAN: DP-SGD VAE on the mixed-type encoding (its own or SAP's notebook architecture)",
 )
 
 
