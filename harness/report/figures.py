@@ -129,17 +129,15 @@ def marginal_shares(real: pd.DataFrame, synthetic: pd.DataFrame, schema: Schema)
     interval [low, high) of a numeric column, or "missing") and the real and synthetic shares."""
     parts = []
     for col in schema.columns:
-        edges = display_edges(col, real[col.name], synthetic[col.name]) if col.is_numeric else None
         if col.is_numeric:
-            bins = {"bin": [f"{a:.6g}" for a in edges[:-1]], "low": edges[:-1], "high": edges[1:]}
+            edges = display_edges(col, real[col.name], synthetic[col.name])
+            labels, low, high = [f"{a:.6g}" for a in edges[:-1]], list(edges[:-1]), list(edges[1:])
         else:
-            bins = {"bin": list(col.categories), "low": np.nan, "high": np.nan}
-        part = pd.DataFrame(bins)
-        part = pd.concat([part, pd.DataFrame({"bin": ["missing"], "low": [np.nan], "high": [np.nan]})], ignore_index=True)
-        part.insert(0, "column", col.name)
-        part["real"] = _shares(real[col.name], col, edges)
-        part["synthetic"] = _shares(synthetic[col.name], col, edges)
-        parts.append(part)
+            edges, labels = None, list(col.categories)
+            low = high = [np.nan] * len(labels)
+        parts.append(pd.DataFrame({"column": col.name, "bin": [*labels, "missing"], "low": [*low, np.nan],
+                                   "high": [*high, np.nan], "real": _shares(real[col.name], col, edges),
+                                   "synthetic": _shares(synthetic[col.name], col, edges)}))
     return pd.concat(parts, ignore_index=True)
 
 
