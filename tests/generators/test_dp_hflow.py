@@ -298,6 +298,28 @@ def test_samples_are_valid_rows_of_the_schema(private_fit):
     assert list(synthetic.columns) == _schema().names and len(synthetic) == 500
 
 
+def test_rows_the_flow_cannot_invert_are_redrawn_and_reported(private_fit, monkeypatch):
+    gen, _ = private_fit
+    inverse, calls = gen.flow_.inverse, []
+
+    def first_rows_break_once(z):
+        calls.append(len(z))
+        y = inverse(z)
+        if len(calls) == 1:
+            y[:3, 0], y[3, 1] = float("nan"), float("inf")
+        return y
+
+    monkeypatch.setattr(gen.flow_, "inverse", first_rows_break_once)
+    with pytest.warns(RuntimeWarning, match="4 of 500 sampled rows were non-finite"):
+        synthetic = gen.sample(500, seed=0)
+    assert calls == [500, 4] and len(synthetic) == 500
+    _schema().validate(synthetic, "synthetic")
+
+    monkeypatch.setattr(gen.flow_, "inverse", lambda z: torch.full_like(z, float("nan")))
+    with pytest.raises(RuntimeError, match="non-finite for 500 of 500 rows"):
+        gen.sample(500, seed=0)
+
+
 def test_log_prob_is_finite_per_row(private_fit):
     gen, _ = private_fit
     ll = gen.log_prob(_frame(50, seed=9))
