@@ -332,11 +332,13 @@ class Sparse(LayerwiseStrategy):
 
 def stochastic_prune(flat: Tensor, sparsity: float, generator: torch.Generator | None = None) -> Tensor:
     """T_{τ,γ} row by row (Ye et al. 2020): keep |x| > τ; sign(x)·τ if τγ ≤ |x| ≤ τ; 0 if |x| < τγ.
-    Unbiased per entry; τ is the row's k-th largest |entry|, k = ⌈m(1−s)⌉."""
+    Unbiased per entry; τ is the row's k-th largest |entry|, k = ⌈m(1−s)⌉, found by selection
+    (`kthvalue`, spec A9): `topk` sorts its k values and was 3.5× slower at s = 0.25 on Adult's
+    45k-entry layer, where this selection dominates the cost of sparse clipping."""
     m = flat.shape[1]
     k = max(1, math.ceil(m * (1 - sparsity)))
     magnitude = flat.abs()
-    tau = magnitude.topk(k, dim=1).values[:, -1:]
+    tau = magnitude.kthvalue(m - k + 1, dim=1, keepdim=True).values
     gamma = torch.rand(flat.shape, generator=generator, device=flat.device, dtype=flat.dtype)
     pruned = torch.where(magnitude < tau * gamma, torch.zeros_like(flat), torch.sign(flat) * tau)
     return torch.where(magnitude > tau, flat, pruned)
