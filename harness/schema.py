@@ -44,6 +44,9 @@ class Column:
     max: float | None = None
     nullable: bool = False
     description: str = ""
+    # Public knowledge that a numeric column is skewed with a long right tail (money amounts, byte
+    # counts): generators may then model it on a log scale, a transform fixed before seeing rows.
+    heavy_tailed: bool = False
 
     def __post_init__(self) -> None:
         where = f"column {self.name!r}"
@@ -54,6 +57,8 @@ class Column:
                 raise SchemaError(f"{where}: bounds must be finite with min < max, got [{self.min}, {self.max}]")
             if self.categories:
                 raise SchemaError(f"{where}: a {self.kind} column takes no 'categories'")
+        elif self.heavy_tailed:
+            raise SchemaError(f"{where}: only numeric columns can be 'heavy_tailed'")
         else:
             if len(self.categories) < 1:
                 raise SchemaError(f"{where}: a {self.kind} column needs a non-empty 'categories' list")
@@ -82,6 +87,8 @@ class Column:
             out["categories"] = list(self.categories)
         if self.nullable:
             out["nullable"] = True
+        if self.heavy_tailed:
+            out["heavy_tailed"] = True
         if self.description:
             out["description"] = self.description
         return out
@@ -91,7 +98,7 @@ class Column:
         name = raw.get("name")
         if not isinstance(name, str) or not name:
             raise SchemaError(f"a column entry has no 'name': {raw}")
-        unknown = set(raw) - {"name", "kind", "categories", "min", "max", "nullable", "description"}
+        unknown = set(raw) - {"name", "kind", "categories", "min", "max", "nullable", "description", "heavy_tailed"}
         if unknown:
             raise SchemaError(f"column {name!r}: unknown keys {sorted(unknown)}")
         try:
@@ -106,6 +113,7 @@ class Column:
             kind=kind,
             categories=tuple(str(c) for c in raw.get("categories", ())),
             nullable=bool(raw.get("nullable", False)),
+            heavy_tailed=bool(raw.get("heavy_tailed", False)),
             description=str(raw.get("description", "")),
             **bounds,
         )

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -55,9 +57,11 @@ def test_missing_and_extra_columns(small_schema, small_frame):
 
 
 def test_toml_round_trip(small_schema, tmp_path):
+    schema = Schema(small_schema.name, (replace(small_schema.columns[0], heavy_tailed=True), *small_schema.columns[1:]),
+                    target=small_schema.target)
     path = tmp_path / "schema.toml"
-    path.write_text(small_schema.to_toml())
-    assert Schema.from_toml(path) == small_schema
+    path.write_text(schema.to_toml())
+    assert Schema.from_toml(path) == schema and Schema.from_toml(path).columns[0].heavy_tailed
 
 
 @pytest.mark.parametrize(
@@ -68,6 +72,7 @@ def test_toml_round_trip(small_schema, tmp_path):
         ({"name": "x", "kind": "binary", "categories": ["a", "b", "c"]}, "exactly 2 categories"),
         ({"name": "x", "kind": "continuous", "min": 1, "max": 0}, "min < max"),
         ({"name": "x", "kind": "categorical"}, "non-empty 'categories'"),
+        ({"name": "x", "kind": "categorical", "categories": ["a"], "heavy_tailed": True}, "only numeric"),
     ],
 )
 def test_malformed_schema_entries_are_rejected_with_the_column(entry, message):

@@ -46,37 +46,47 @@ SAMPLE_ROUNDS = 20
 @dataclass(frozen=True)
 class Dim:
     """One table column as one flow dimension. Discrete dimensions (categorical codes, and integer
-    columns when dequantized) live on [0, size) after adding u ∈ [0, 1); continuous ones on [min, max]."""
+    columns when dequantized) live on [0, size) after adding u ∈ [0, 1); continuous ones on [min, max].
+    A logged dimension is first mapped v ↦ log1p(v − offset), so its range is [0, size) in log units."""
 
     column: Column
     discrete: bool
     offset: float  # the value mapped to 0
     size: float  # width of the range mapped onto [low, high]
+    logged: bool = False
 
 
 class Layout:
     """Columns → flow dimensions: numeric first, then categorical (paper §"data"), each mapped
-    affinely from its public range onto [−B + 0.5, B − 0.5] (A5). Category order is the schema's (A6)."""
+    affinely from its public range onto [−B + 0.5, B − 0.5] (A5). Category order is the schema's (A6).
+    With `log_heavy_tails`, columns the schema declares heavy-tailed go through log1p first (A5):
+    on a linear scale a money column's rare large values squeeze the common small ones into one
+    spline bin."""
 
-    def __init__(self, schema: Schema, tail_bound: float, dequantize_integers: bool):
+    def __init__(self, schema: Schema, tail_bound: float, dequantize_integers: bool, log_heavy_tails: bool):
         self.low, self.high = -tail_bound + 0.5, tail_bound - 0.5
         self.schema_order = list(schema.names)
         numeric = [c for c in schema.columns if c.is_numeric]
         categorical = [c for c in schema.columns if not c.is_numeric]
         self.dims: list[Dim] = []
         for c in numeric:
-            if c.kind is ColumnKind.INTEGER and dequantize_integers:
-                self.dims.append(Dim(c, True, float(c.min), float(c.max - c.min + 1)))
+            discrete = c.kind is ColumnKind.INTEGER and dequantize_integers
+            width = float(c.max - c.min + (1 if discrete else 0))
+            if log_heavy_tails and c.heavy_tailed:
+                self.dims.append(Dim(c, discrete, float(c.min), math.log1p(width), logged=True))
             else:
-                self.dims.append(Dim(c, False, float(c.min), float(c.max - c.min)))
+                self.dims.append(Dim(c, discrete, float(c.min), width))
         self.dims += [Dim(c, True, 0.0, float(len(c.categories))) for c in categorical]
         self.categorical = [i for i, d in enumerate(self.dims) if not d.column.is_numeric]
         self.categories = [len(self.dims[i].column.categories) for i in self.categorical]
         self.discrete = [i for i, d in enumerate(self.dims) if d.discrete]
+        self.logged = [i for i, d in enumerate(self.dims) if d.logged]
         sizes = torch.tensor([d.size for d in self.dims], dtype=torch.float64)
         self.scale = (self.high - self.low) / sizes
         self.shift = torch.tensor([d.offset for d in self.dims], dtype=torch.float64)
-        # log|dy/dx| of the affine map, summed: turns densities on [low, high]^d into schema units
+        self.shift[self.logged] = 0.0  # a logged dimension's offset is taken inside log1p
+        # log|dy/dx| of the affine maps, summed: with the log1p terms, turns densities on
+        # [low, high]^d into schema units
         self.log_jacobian = float(self.scale.log().sum())
 
     @property
@@ -96,12 +106,21 @@ class Layout:
                 out[:, i] = codes
         return torch.from_numpy(out)
 
-    def to_flow(self, values: Tensor) -> Tensor:
-        return self.low + (values - self.shift.to(values)) * self.scale.to(values)
+    def to_flow(self, values: Tensor) -> tuple[Tensor, Tensor]:
+        """Schema-unit values (dequantized) → flow inputs y, and log|dy/dx| per row."""
+        log_det = torch.full((len(values),), self.log_jacobian, dtype=values.dtype, device=values.device)
+        if self.logged:
+            values = values.clone()
+            offsets = torch.tensor([self.dims[i].offset for i in self.logged], dtype=values.dtype, device=values.device)
+            values[:, self.logged] = torch.log1p(values[:, self.logged] - offsets)
+            log_det = log_det - values[:, self.logged].sum(dim=1)  # d log1p(v) / dv = exp(−log1p(v))
+        return self.low + (values - self.shift.to(values)) * self.scale.to(values), log_det
 
     def decode(self, y: Tensor) -> pd.DataFrame:
         """Flow space → schema frame: floor and clip discrete dimensions (§1), clip numbers to bounds."""
         values = ((y.double() - self.low) / self.scale + self.shift).numpy()
+        for i in self.logged:
+            values[:, i] = np.expm1(values[:, i]) + self.dims[i].offset
         columns = {}
         for i, d in enumerate(self.dims):
             col, v = d.column, values[:, i]
@@ -246,13 +265,14 @@ class DPHFlow:
     def __init__(self, *, blocks: int, bins: int, tail_bound: float, hidden: list[int], embedding_dim: int,
                  linear: str, rank: int, block_order: str, dequantization: str, faithful_dequantizer: bool,
                  mixture_components: int, dequantizer_hidden: int, dequantizer_features: int,
-                 dequantize_integers: bool, clipping: str, clip_norm: float, batch_size: int, epochs: float,
+                 dequantize_integers: bool, log_heavy_tails: bool, clipping: str, clip_norm: float, batch_size: int, epochs: float,
                  lr: float, betas: list[float], accountant: str, engine: str, device: str, threads: int):
         self.blocks, self.bins, self.tail_bound = blocks, bins, tail_bound
         self.hidden, self.embedding_dim, self.linear, self.rank = list(hidden), embedding_dim, linear, rank
         self.block_order, self.dequantization, self.faithful_dequantizer = block_order, dequantization, faithful_dequantizer
         self.mixture_components, self.dequantizer_hidden = mixture_components, dequantizer_hidden
         self.dequantizer_features, self.dequantize_integers = dequantizer_features, dequantize_integers
+        self.log_heavy_tails = log_heavy_tails
         self.clipping, self.clip_norm, self.batch_size, self.epochs = clipping, clip_norm, batch_size, epochs
         self.lr, self.betas, self.accountant, self.engine, self.device = lr, list(betas), accountant, engine, device
         self.threads = threads
@@ -280,7 +300,7 @@ class DPHFlow:
     def _fit(self, train: pd.DataFrame, schema: Schema, budget: Budget, seed: int) -> Ledger:
         self.device_ = torch.device("cuda" if self.device == "auto" and torch.cuda.is_available()
                                     else ("cpu" if self.device == "auto" else self.device))
-        self.layout_ = Layout(schema, self.tail_bound, self.dequantize_integers)
+        self.layout_ = Layout(schema, self.tail_bound, self.dequantize_integers, self.log_heavy_tails)
         mode = self.dequantization
         if mode == "auto":  # A14: uniform when private (Fig. 5, small ε), variational otherwise
             mode = "uniform" if budget.is_private else "variational"
@@ -346,8 +366,8 @@ class DPHFlow:
                     break
         return Ledger.non_private(Guarantee.FORMAL, f"DP-HFlow trained without noise or clipping ({steps} AdaBelief steps)")
 
-    def _dequantize(self, raw: Tensor, noise: torch.Generator) -> tuple[Tensor, Tensor]:
-        """Continuous y on [low, high]^d and log q(u | x) per row (0 for uniform noise)."""
+    def _dequantize(self, raw: Tensor, noise: torch.Generator) -> tuple[Tensor, Tensor, Tensor]:
+        """Continuous y on [low, high]^d, log|dy/dx| and log q(u | x) per row (0 for uniform noise)."""
         values = raw.clone()
         log_q = torch.zeros(len(raw), dtype=raw.dtype, device=raw.device)
         uniform = [i for i in self.layout_.discrete if self.dequantizer_ is None or i not in self.layout_.categorical]
@@ -358,11 +378,12 @@ class DPHFlow:
             eps = torch.randn(len(raw), len(cats), generator=noise, device=raw.device, dtype=raw.dtype)
             u, log_q = self.dequantizer_(raw[:, cats], eps)
             values[:, cats] = values[:, cats] + u
-        return self.layout_.to_flow(values), log_q
+        return *self.layout_.to_flow(values), log_q
 
     def _loss(self, raw: Tensor, noise: torch.Generator) -> Tensor:
-        """Per-row negative dequantized ELBO: −log p_flow(y) + log q(u | x) (§1, Flow++)."""
-        y, log_q = self._dequantize(raw, noise)
+        """Per-row negative dequantized ELBO: −log p_flow(y) + log q(u | x) (§1, Flow++). The
+        preprocessing's log-det is left out: it has no parameters."""
+        y, _, log_q = self._dequantize(raw, noise)
         return log_q - self.flow_.log_prob(y)
 
     # -- after fitting ---------------------------------------------------------------------------
@@ -410,10 +431,10 @@ class DPHFlow:
         gen = torch.Generator(device=self.device_).manual_seed(seed)
         draws = []
         for _ in range(samples):
-            y, log_q = self._dequantize(raw, gen)
-            draws.append(self.flow_.log_prob(y) - log_q)
+            y, log_det, log_q = self._dequantize(raw, gen)
+            draws.append(self.flow_.log_prob(y).double() + log_det.double() - log_q.double())
         bound = torch.logsumexp(torch.stack(draws), dim=0) - math.log(samples)
-        return (bound.double() + self.layout_.log_jacobian).cpu().numpy()
+        return bound.cpu().numpy()
 
 
 @contextmanager
@@ -434,6 +455,8 @@ DEFAULTS = {
     # dequantization (§1, A1, A2, A14)
     "dequantization": "auto", "faithful_dequantizer": False, "mixture_components": 4,
     "dequantizer_hidden": 64, "dequantizer_features": 16, "dequantize_integers": True,
+    # preprocessing (A5): log1p for the columns the schema declares heavy-tailed
+    "log_heavy_tails": True,
     # DP-SGD (§3, §4, A7, A11–A13)
     "clipping": "per_unit", "clip_norm": 1.0, "batch_size": 256, "epochs": 20.0,
     "lr": 1e-3, "betas": [0.9, 0.999], "accountant": "rdp", "engine": "fast",

@@ -230,7 +230,7 @@ def test_variational_dequantizer_density_is_the_change_of_variables(faithful):
 
 def _schema():
     return Schema(name="toy", target="label", columns=(
-        Column("age", ColumnKind.INTEGER, min=0, max=20),
+        Column("age", ColumnKind.INTEGER, min=0, max=20, heavy_tailed=True),
         Column("score", ColumnKind.CONTINUOUS, min=-1.0, max=1.0),
         Column("colour", ColumnKind.CATEGORICAL, categories=("red", "green", "blue")),
         Column("size", ColumnKind.ORDINAL, categories=("S", "M", "L")),
@@ -253,16 +253,30 @@ def _frame(n=2000, seed=0):
     })
 
 
-def test_layout_uses_public_bounds_only_and_decodes_dequantized_rows_exactly():
+@pytest.mark.parametrize("log_heavy_tails", [False, True])
+def test_layout_uses_public_bounds_only_and_decodes_dequantized_rows_exactly(log_heavy_tails):
     schema, frame = _schema(), _frame()
-    layout = Layout(schema, tail_bound=3.0, dequantize_integers=True)
+    layout = Layout(schema, tail_bound=3.0, dequantize_integers=True, log_heavy_tails=log_heavy_tails)
+    assert layout.logged == ([0] if log_heavy_tails else [])
     raw = layout.raw(frame)
-    y = layout.to_flow(raw + 0.5 * torch.tensor([float(d.discrete) for d in layout.dims], dtype=torch.float64))
+    y, _ = layout.to_flow(raw + 0.5 * torch.tensor([float(d.discrete) for d in layout.dims], dtype=torch.float64))
     assert y.min() >= -2.5 and y.max() <= 2.5
     pd.testing.assert_frame_equal(layout.decode(y), frame)
     # nothing about the rows: the same schema gives the same map for a different table
-    other = Layout(schema, tail_bound=3.0, dequantize_integers=True)
+    other = Layout(schema, tail_bound=3.0, dequantize_integers=True, log_heavy_tails=log_heavy_tails)
     torch.testing.assert_close(other.to_flow(raw), layout.to_flow(raw))
+
+
+def test_log_scaled_column_spreads_small_values_and_its_log_det_matches_autograd():
+    schema = Schema(name="money", columns=(Column("gain", ColumnKind.CONTINUOUS, min=0.0, max=99999.0, heavy_tailed=True),
+                                           Column("rate", ColumnKind.CONTINUOUS, min=0.0, max=10.0)))
+    layout = Layout(schema, tail_bound=3.0, dequantize_integers=True, log_heavy_tails=True)
+    values = torch.tensor([[0.0, 1.0], [100.0, 5.0], [5000.0, 9.0]], dtype=torch.float64)
+    y, log_det = layout.to_flow(values)
+    assert y[1, 0] - y[0, 0] > 1.0  # linear scaling would move 100 of 99,999 by 0.005
+    for n in range(len(values)):
+        jac = torch.autograd.functional.jacobian(lambda v: layout.to_flow(v[None])[0][0], values[n])
+        torch.testing.assert_close(log_det[n], torch.linalg.slogdet(jac).logabsdet)
 
 
 # ---------------------------------------------------------------------------------------------
