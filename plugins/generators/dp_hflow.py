@@ -3,7 +3,8 @@ DP-SGD and fine-grained clipping. Implementation notes: ../shared/specs/dp-hflow
 
 Data → noise, per row (spec §2, A4):
 
-    x ─ public-bounds scaling (A5) ─ dequantize discrete columns (uniform or variational, A1) ─ y
+    x ─ dequantize discrete columns (uniform or variational, A1) ─ log1p of heavy-tailed columns ─
+      public-bounds scaling (A5) ─ y
     y ─ [RQ spline(MADE(·, q(1))) → low-rank linear₁] ─ reverse ─ … ─ [spline(MADE(·, q(K))) → linear_K] ─ z ~ N(0, I)
 
 One MADE conditioner is shared by the K blocks, told apart by a learned block embedding q(j) (the
