@@ -328,6 +328,9 @@ class DPHFlow:
             ledger = self._fit_private(data, budget, streams[2], noise)
         else:
             ledger = self._fit_non_private(data, streams[2], noise)
+        diverged = [name for name, p in self.flow_.named_parameters() if not torch.isfinite(p).all()]
+        if diverged:  # fail the fit here, not after minutes of sampling NaN
+            raise RuntimeError(f"dp_hflow: training diverged, parameters {diverged} are not finite")
         self.flow_.eval()
         return ledger
 
@@ -405,6 +408,9 @@ class DPHFlow:
             z = torch.randn(missing, self.layout_.features, generator=gen, device=self.device_)
             y = torch.cat([self.flow_.inverse(part).cpu() for part in z.split(8192)]) if missing else z.cpu()
             finite = torch.isfinite(y).all(dim=1)
+            if not redrawn and not finite.any():  # the first, full draw: redrawing cannot help
+                raise RuntimeError(f"dp_hflow: the flow's inverse is non-finite for all {missing} rows drawn; "
+                                   "the fitted model is degenerate")
             kept.append(y[finite])
             missing = int((~finite).sum())
             if not missing:

@@ -329,9 +329,25 @@ def test_rows_the_flow_cannot_invert_are_redrawn_and_reported(private_fit, monke
     assert calls == [500, 4] and len(synthetic) == 500
     _schema().validate(synthetic, "synthetic")
 
-    monkeypatch.setattr(gen.flow_, "inverse", lambda z: torch.full_like(z, float("nan")))
-    with pytest.raises(RuntimeError, match="non-finite for 500 of 500 rows"):
+    def one_row_always_breaks(z):
+        y = inverse(z)
+        y[0, 0] = float("nan")
+        return y
+
+    monkeypatch.setattr(gen.flow_, "inverse", one_row_always_breaks)
+    with pytest.raises(RuntimeError, match="non-finite for 1 of 500 rows after 20 rounds"):
         gen.sample(500, seed=0)
+    monkeypatch.setattr(gen.flow_, "inverse", lambda z: torch.full_like(z, float("nan")))
+    with pytest.raises(RuntimeError, match="non-finite for all 500 rows drawn"):
+        gen.sample(500, seed=0)
+
+
+def test_a_fit_whose_parameters_diverge_fails_with_their_names(monkeypatch):
+    gen = SPEC.build(SMALL)
+    poison = gen._loss
+    monkeypatch.setattr(gen, "_loss", lambda raw, noise: poison(raw, noise) * float("nan"))
+    with pytest.raises(RuntimeError, match="training diverged, parameters .*made"):
+        gen.fit(_frame(200), _schema(), Budget(1.0, 1e-5), seed=0)
 
 
 def test_log_prob_is_finite_per_row(private_fit):
