@@ -84,8 +84,9 @@ class Layout:
         self.logged = [i for i, d in enumerate(self.dims) if d.logged]
         sizes = torch.tensor([d.size for d in self.dims], dtype=torch.float64)
         self.scale = (self.high - self.low) / sizes
-        self.shift = torch.tensor([d.offset for d in self.dims], dtype=torch.float64)
-        self.shift[self.logged] = 0.0  # a logged dimension's offset is taken inside log1p
+        # a logged dimension's offset is taken inside log1p, so it is not shifted again
+        self.shift = torch.tensor([0.0 if d.logged else d.offset for d in self.dims], dtype=torch.float64)
+        self.log_offset = torch.tensor([self.dims[i].offset for i in self.logged], dtype=torch.float64)
         # log|dy/dx| of the affine maps, summed: with the log1p terms, turns densities on
         # [low, high]^d into schema units
         self.log_jacobian = float(self.scale.log().sum())
@@ -112,16 +113,14 @@ class Layout:
         log_det = torch.full((len(values),), self.log_jacobian, dtype=values.dtype, device=values.device)
         if self.logged:
             values = values.clone()
-            offsets = torch.tensor([self.dims[i].offset for i in self.logged], dtype=values.dtype, device=values.device)
-            values[:, self.logged] = torch.log1p(values[:, self.logged] - offsets)
+            values[:, self.logged] = torch.log1p(values[:, self.logged] - self.log_offset.to(values))
             log_det = log_det - values[:, self.logged].sum(dim=1)  # d log1p(v) / dv = exp(−log1p(v))
         return self.low + (values - self.shift.to(values)) * self.scale.to(values), log_det
 
     def decode(self, y: Tensor) -> pd.DataFrame:
         """Flow space → schema frame: floor and clip discrete dimensions (§1), clip numbers to bounds."""
         values = ((y.double() - self.low) / self.scale + self.shift).numpy()
-        for i in self.logged:
-            values[:, i] = np.expm1(values[:, i]) + self.dims[i].offset
+        values[:, self.logged] = np.expm1(values[:, self.logged]) + self.log_offset.numpy()
         columns = {}
         for i, d in enumerate(self.dims):
             col, v = d.column, values[:, i]
@@ -328,7 +327,8 @@ class DPHFlow:
             ledger = self._fit_private(data, budget, streams[2], noise)
         else:
             ledger = self._fit_non_private(data, streams[2], noise)
-        diverged = [name for name, p in self.flow_.named_parameters() if not torch.isfinite(p).all()]
+        diverged = [f"{net}.{name}" for net, module in self._networks().items()
+                    for name, p in module.named_parameters() if not torch.isfinite(p).all()]
         if diverged:  # fail the fit here, not after minutes of sampling NaN
             raise RuntimeError(f"dp_hflow: training diverged, parameters {diverged} are not finite")
         self.flow_.eval()
