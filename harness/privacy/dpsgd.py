@@ -259,6 +259,7 @@ class PrivatePhase:
         if per_example_loss.requires_grad and per_example_loss.numel() > 0:  # else the gradient is 0
             per_example_loss.sum().backward()
         summed = self.engine.collect()
+        self._refuse_non_finite(summed)
         std = self.noise_multiplier * self.clip_norm
         for p in self.params:
             grad = torch.randn(p.shape, generator=self._noise_generator(p.device), device=p.device, dtype=p.dtype)
@@ -271,6 +272,17 @@ class PrivatePhase:
         for p in self.params:
             p.grad = None
         self.steps_taken += 1
+
+    def _refuse_non_finite(self, summed: dict[nn.Parameter, Tensor]) -> None:
+        """Clipping bounds every finite per-example gradient, but a NaN or infinite one (an overflow
+        in a diverging model) passes through and would turn every parameter NaN at this step, while
+        training went on to the end. Stop here instead, naming the step and the parameters."""
+        bad = [p for p, g in summed.items() if not torch.isfinite(g).all()]
+        if bad:
+            names = {p: f"{net}.{name}" for net, network in self.networks.items() for name, p in network.named_parameters()}
+            raise FloatingPointError(
+                f"phase {self.name!r}, step {self.steps_taken + 1} of {self.planned_steps}: some example's gradient "
+                f"is not finite in {sorted(names.get(p, '?') for p in bad)}; the model has diverged")
 
     def _noise_generator(self, device: torch.device) -> torch.Generator:
         if device not in self._noise:

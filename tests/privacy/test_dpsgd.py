@@ -193,6 +193,20 @@ def test_steps_beyond_the_calibrated_count_are_refused():
         phase.step(torch.zeros(0))
 
 
+def test_a_non_finite_example_gradient_stops_training_naming_step_and_parameter():
+    torch.manual_seed(0)
+    model = nn.Linear(1, 1, bias=False)
+    dp = DPSGD(Budget(1.0, 1e-5), accountant="rdp")
+    phase = dp.add_phase("toy", {"net": model}, torch.optim.SGD(model.parameters(), lr=0.1), n_rows=64,
+                         sample_rate=1.0, steps=3)
+    x = torch.randn(64, 1)
+    x[5] = 0.0  # √|w·0| has a finite value and a NaN gradient
+    with pytest.raises(FloatingPointError, match=r"phase 'toy', step 1 of 3: .*\['net.weight'\]"):
+        for idx in phase.batches():
+            phase.step(model(x[idx]).abs().sqrt().squeeze(1))
+    assert torch.isfinite(model.weight).all()  # the step was not taken
+
+
 def test_private_training_learns():
     model, _ = _train(seed=0, steps=150, eps=8.0)
     x, y = _data(256)
