@@ -342,12 +342,24 @@ def test_rows_the_flow_cannot_invert_are_redrawn_and_reported(private_fit, monke
         gen.sample(500, seed=0)
 
 
-def test_a_fit_whose_parameters_diverge_fails_with_their_names(monkeypatch):
+@pytest.mark.parametrize("epsilon, error, message", [
+    (1.0, FloatingPointError, r"phase 'dp_hflow', step 1 of .*made"),  # the DP engine stops the step
+    (math.inf, RuntimeError, r"training diverged, parameters .*made"),  # the check after fitting
+])
+def test_a_fit_whose_parameters_diverge_fails_with_their_names(monkeypatch, epsilon, error, message):
     gen = SPEC.build(SMALL)
     poison = gen._loss
     monkeypatch.setattr(gen, "_loss", lambda raw, noise: poison(raw, noise) * float("nan"))
-    with pytest.raises(RuntimeError, match="training diverged, parameters .*made"):
-        gen.fit(_frame(200), _schema(), Budget(1.0, 1e-5), seed=0)
+    with pytest.raises(error, match=message):
+        gen.fit(_frame(200), _schema(), Budget(epsilon, 1e-5), seed=0)
+
+
+def test_private_steps_stop_at_max_steps_and_non_private_ones_do_not():
+    params = {**SMALL, "epochs": 2.0, "max_steps": 5}  # 2 epochs of 2,000 rows at batch 32: 125 steps
+    (entry,) = SPEC.build(params).fit(_frame(), _schema(), Budget(1.0, 1e-5), seed=0).entries
+    assert entry.params["steps"] == 5
+    (entry,) = SPEC.build({**params, "epochs": 0.1}).fit(_frame(), _schema(), Budget(math.inf), seed=0).entries
+    assert "(6 AdaBelief steps)" in entry.description
 
 
 def test_log_prob_is_finite_per_row(private_fit):
