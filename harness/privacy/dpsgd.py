@@ -277,12 +277,14 @@ class PrivatePhase:
         """Clipping bounds every finite per-example gradient, but a NaN or infinite one (an overflow
         in a diverging model) passes through and would turn every parameter NaN at this step, while
         training went on to the end. Stop here instead, naming the step and the parameters."""
-        bad = [p for p, g in summed.items() if not torch.isfinite(g).all()]
-        if bad:
-            names = {p: f"{net}.{name}" for net, network in self.networks.items() for name, p in network.named_parameters()}
-            raise FloatingPointError(
-                f"phase {self.name!r}, step {self.steps_taken + 1} of {self.planned_steps}: some example's gradient "
-                f"is not finite in {sorted(names.get(p, '?') for p in bad)}; the model has diverged")
+        finite = [torch.isfinite(g).all() for g in summed.values()]
+        if not finite or torch.stack(finite).all():  # one device sync per step, not one per parameter
+            return
+        bad = [p for p, ok in zip(summed, finite) if not ok]
+        names = {p: f"{net}.{name}" for net, network in self.networks.items() for name, p in network.named_parameters()}
+        raise FloatingPointError(
+            f"phase {self.name!r}, step {self.steps_taken + 1} of {self.planned_steps}: some example's gradient "
+            f"is not finite in {sorted(names.get(p, '?') for p in bad)}; the model has diverged")
 
     def _noise_generator(self, device: torch.device) -> torch.Generator:
         if device not in self._noise:
