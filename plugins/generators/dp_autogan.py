@@ -6,7 +6,10 @@ Notes: /work/shared/specs/dp-auto-gan.md (cited below as "spec §").
 
 - Encoding: `plugins.nn.mixed.MixedEncoding`, from the public schema only (spec §1.2, A13).
 - Phase 1 (spec §1.4, A1): encoder and decoder trained together by DP-SGD, the concatenated
-  (encoder ∥ decoder) per-example gradient clipped to C1 (flat clipping), BCE loss.
+  (encoder ∥ decoder) per-example gradient clipped to C1 (flat clipping), BCE loss
+  (`encoder_mode="joint_dp"`); or the encoder left at its seeded random initialisation and only
+  the decoder trained (`"frozen_random"`, as CODE for MIMIC). Both are DP; the paper code's
+  non-private encoder is not offered (its per-example sensitivity is unbounded).
 - Phase 2 (spec §1.5, A2–A4): critic loss D(De(G(z))) − D(x) per real row with one fresh fake
   inside each clipped per-example gradient, noised by DP-SGD; weights clamped to ±c afterwards
   (post-processing). Every `d_per_g` critic steps, one non-private generator step on
@@ -132,6 +135,9 @@ PRESETS: dict[str, Preset] = {
     ),
 }
 
+# Spec A1: how phase 1 treats the encoder; both readings are DP.
+ENCODER_MODES = ("joint_dp", "frozen_random")
+
 # Hyper-parameters that default to the preset's value when left None.
 OVERRIDABLE = ("latent_dim", "noise_dim", "ae_steps", "ae_batch_size", "ae_lr", "ae_clip_norm", "disc_steps",
                "d_per_g", "disc_batch_size", "disc_lr", "gen_lr", "disc_clip_norm", "weight_clamp")
@@ -227,7 +233,7 @@ def choose_setting(settings: tuple[Setting, ...], epsilon: float, noise: str,
 # ---------------------------------------------------------------------------------------------
 
 class DPAutoGAN:
-    def __init__(self, preset: str, noise: str, accountant: str, decoding: str, device: str,
+    def __init__(self, preset: str, noise: str, accountant: str, decoding: str, device: str, encoder_mode: str,
                  latent_dim: int | None, noise_dim: int | None, ae_steps: int | None, ae_batch_size: int | None,
                  ae_lr: float | None, ae_clip_norm: float | None, disc_steps: int | None, d_per_g: int | None,
                  disc_batch_size: int | None, disc_lr: float | None, gen_lr: float | None,
@@ -240,9 +246,12 @@ class DPAutoGAN:
             raise ValueError(f"accountant must be 'rdp' or 'prv', got {accountant!r}")
         if decoding not in ("argmax", "sample"):
             raise ValueError(f"decoding must be 'argmax' or 'sample', got {decoding!r}")
+        if encoder_mode not in ENCODER_MODES:
+            raise ValueError(f"encoder_mode must be one of {ENCODER_MODES}, got {encoder_mode!r}")
         if noise == "published" and disc_steps is not None:
             raise ValueError("noise='published' uses the published critic step counts; leave disc_steps unset")
         self.preset, self.noise, self.accountant, self.decoding, self.device = preset, noise, accountant, decoding, device
+        self.encoder_mode = encoder_mode
         self.latent_dim, self.noise_dim = latent_dim, noise_dim
         self.ae_steps, self.ae_batch_size, self.ae_lr, self.ae_clip_norm = ae_steps, ae_batch_size, ae_lr, ae_clip_norm
         self.disc_steps, self.d_per_g, self.disc_batch_size = disc_steps, d_per_g, disc_batch_size
@@ -277,15 +286,19 @@ class DPAutoGAN:
         with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
             torch.manual_seed(seed)
             encoder, decoder = (m.to(device) for m in build_autoencoder(preset, width, hp["latent_dim"]))
+            autoencoder = {"encoder": encoder, "decoder": decoder}
+            if self.encoder_mode == "frozen_random":
+                encoder.requires_grad_(False)
+                del autoencoder["encoder"]
             generator = build_generator(preset, hp["noise_dim"], hp["latent_dim"]).to(device)
             critic = build_discriminator(preset, width).to(device)
-            ae_opt = torch.optim.Adam([*encoder.parameters(), *decoder.parameters()], lr=hp["ae_lr"],
+            ae_opt = torch.optim.Adam([p for m in autoencoder.values() for p in m.parameters()], lr=hp["ae_lr"],
                                       betas=(0.9, 0.999), weight_decay=preset.ae_weight_decay)
             d_opt = torch.optim.RMSprop(critic.parameters(), lr=hp["disc_lr"], alpha=0.99)
             g_opt = torch.optim.RMSprop(generator.parameters(), lr=hp["gen_lr"], alpha=0.99)
             if budget.is_private:
                 dp, ae_phase, d_phase, self.setting_ = self._plan_private(
-                    budget, seed, n_rows, hp, encoder, decoder, critic, ae_opt, d_opt)
+                    budget, seed, n_rows, hp, autoencoder, critic, ae_opt, d_opt)
             else:
                 dp, self.setting_ = None, None
                 ae_phase = PlainPhase([ae_opt], n_rows=n_rows, batch_size=hp["ae_batch_size"],
@@ -307,7 +320,7 @@ class DPAutoGAN:
         ledger.check_within(budget)
         return ledger
 
-    def _plan_private(self, budget, seed, n_rows, hp, encoder, decoder, critic, ae_opt, d_opt):
+    def _plan_private(self, budget, seed, n_rows, hp, autoencoder, critic, ae_opt, d_opt):
         preset = PRESETS[self.preset]
         accountant = make_plan_accountant(self.accountant, budget.epsilon)
 
@@ -326,7 +339,7 @@ class DPAutoGAN:
             disc_steps = self.disc_steps if self.disc_steps is not None else setting.disc_steps
             target, tolerance = budget, None
         dp = DPSGD(target, accountant=accountant, seed=seed, tolerance=tolerance)
-        ae_phase = dp.add_phase("autoencoder", {"encoder": encoder, "decoder": decoder}, ae_opt, n_rows=n_rows,
+        ae_phase = dp.add_phase("autoencoder", autoencoder, ae_opt, n_rows=n_rows,
                                 batch_size=hp["ae_batch_size"], steps=hp["ae_steps"], clip_norm=hp["ae_clip_norm"],
                                 clipping="flat", noise_weight=setting.ae_noise)
         d_phase = dp.add_phase("discriminator", {"discriminator": critic}, d_opt, n_rows=n_rows,
@@ -424,6 +437,7 @@ SPEC = GeneratorSpec(
     factory=DPAutoGAN,
     guarantee=Guarantee.FORMAL,
     defaults={"preset": "adult", "noise": "calibrate", "accountant": "rdp", "decoding": "argmax", "device": "auto",
+              "encoder_mode": "joint_dp",
               **{name: None for name in OVERRIDABLE}},
     quick_params={"ae_steps": 20, "disc_steps": 20, "d_per_g": 5},
     description="DP-auto-GAN: DP-SGD autoencoder + latent WGAN with a DP critic, RDP-composed (Tantipongpipat et al.)",

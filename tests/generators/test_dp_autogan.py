@@ -14,6 +14,7 @@ from harness import Budget, Guarantee
 from harness.privacy.accountants import Phase, RDPAccountant
 from harness.privacy.reaccount import reaccount
 from harness.specs import SpecError
+from plugins.generators import dp_autogan
 from plugins.generators.dp_autogan import (
     PRESETS,
     SPEC,
@@ -21,6 +22,7 @@ from plugins.generators.dp_autogan import (
     build_discriminator,
     choose_setting,
     published_phases,
+    train_autoencoder,
 )
 
 ADULT_ROWS, MIMIC_ROWS = 32_561, 27_912
@@ -97,7 +99,7 @@ def plan(gen, budget, n_rows):
     enc, dec = build_autoencoder(preset, 20, hp["latent_dim"])
     critic = build_discriminator(preset, 20)
     opt = lambda *ms: torch.optim.SGD([p for m in ms for p in m.parameters()], lr=0.1)  # noqa: E731
-    return gen._plan_private(budget, 0, n_rows, hp, enc, dec, critic, opt(enc, dec), opt(critic))
+    return gen._plan_private(budget, 0, n_rows, hp, {"encoder": enc, "decoder": dec}, critic, opt(enc, dec), opt(critic))
 
 
 @pytest.fixture(scope="module")
@@ -142,6 +144,26 @@ def test_samples_are_in_schema_form_and_deterministic_under_the_seed(fits, adult
     assert sample.equals(b.sample(300, seed=5))
     assert not np.allclose(a.sample_encoded(50, 5), c.sample_encoded(50, 5))
     assert not np.allclose(a.sample_encoded(50, 5), a.sample_encoded(50, 6))
+
+
+def test_a_frozen_random_encoder_stays_at_its_seeded_init_and_only_the_decoder_is_noised(adult_rows, adult_schema):
+    seen = {}
+
+    def spy(phase, encoder, decoder, x, reduction):
+        before = [p.clone() for p in encoder.parameters()]
+        train_autoencoder(phase, encoder, decoder, x, reduction)
+        seen.update(before=before, after=list(encoder.parameters()), phase=phase)
+
+    gen = SPEC.build({**TINY, "encoder_mode": "frozen_random"})
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(dp_autogan, "train_autoencoder", spy)
+        ledger = gen.fit(adult_rows, adult_schema, Budget(1.0, 1e-5), seed=0)
+    assert all(torch.equal(a, b) for a, b in zip(seen["before"], seen["after"], strict=True))
+    assert set(seen["phase"].networks) == {"decoder"}
+    assert ledger.entries[0].params["steps"] == 12
+    assert reaccount(ledger, Budget(1.0, 1e-5)).verdict == "ok"
+    with pytest.raises(ValueError, match="encoder_mode"):
+        SPEC.build({"encoder_mode": "nonprivate"})
 
 
 def test_infinite_budget_is_a_non_private_fit(fits, adult_schema):
