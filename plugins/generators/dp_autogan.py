@@ -13,7 +13,9 @@ Notes: /work/shared/specs/dp-auto-gan.md (cited below as "spec §").
 - Phase 2 (spec §1.5, A2–A4): critic loss D(De(G(z))) − D(x) per real row with one fresh fake
   inside each clipped per-example gradient, noised by DP-SGD; weights clamped to ±c afterwards
   (post-processing). Every `d_per_g` critic steps, one non-private generator step on
-  −D(De(G(z))) that never reads a real row.
+  −D(De(G(z))) that never reads a real row. The released generator is an exponential moving
+  average of its iterates (`generator_ema`, 0 = the last iterate as in CODE): post-processing
+  of the DP critic's outputs, so free (see the Known gap below for why).
 - Accounting (spec §1.7, Lemma 4): both phases are planned on one `DPSGD`, whose accountant sums
   their RDP curves per order and converts once (classic conversion, as the paper). The noise
   multipliers keep the preset's published ratio ψ1 : ψ3 and are scaled together to the budget
@@ -52,6 +54,7 @@ import pandas as pd
 import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
+from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
 
 from harness import Budget, GeneratorSpec, Guarantee, Ledger, Schema, hookimpl
 from harness.privacy.accountants import Accountant, Phase, PRVAccountant, RDPAccountant
@@ -234,6 +237,7 @@ def choose_setting(settings: tuple[Setting, ...], epsilon: float, noise: str,
 
 class DPAutoGAN:
     def __init__(self, preset: str, noise: str, accountant: str, decoding: str, device: str, encoder_mode: str,
+                 generator_ema: float,
                  latent_dim: int | None, noise_dim: int | None, ae_steps: int | None, ae_batch_size: int | None,
                  ae_lr: float | None, ae_clip_norm: float | None, disc_steps: int | None, d_per_g: int | None,
                  disc_batch_size: int | None, disc_lr: float | None, gen_lr: float | None,
@@ -248,10 +252,12 @@ class DPAutoGAN:
             raise ValueError(f"decoding must be 'argmax' or 'sample', got {decoding!r}")
         if encoder_mode not in ENCODER_MODES:
             raise ValueError(f"encoder_mode must be one of {ENCODER_MODES}, got {encoder_mode!r}")
+        if not 0 <= generator_ema < 1:
+            raise ValueError(f"generator_ema must be in [0, 1), got {generator_ema!r}")
         if noise == "published" and disc_steps is not None:
             raise ValueError("noise='published' uses the published critic step counts; leave disc_steps unset")
         self.preset, self.noise, self.accountant, self.decoding, self.device = preset, noise, accountant, decoding, device
-        self.encoder_mode = encoder_mode
+        self.encoder_mode, self.generator_ema = encoder_mode, generator_ema
         self.latent_dim, self.noise_dim = latent_dim, noise_dim
         self.ae_steps, self.ae_batch_size, self.ae_lr, self.ae_clip_norm = ae_steps, ae_batch_size, ae_lr, ae_clip_norm
         self.disc_steps, self.d_per_g, self.disc_batch_size = disc_steps, d_per_g, disc_batch_size
@@ -309,7 +315,7 @@ class DPAutoGAN:
             decoder.requires_grad_(False)
             generator_steps = train_gan(d_phase, critic, generator, decoder, x, g_opt, d_per_g=hp["d_per_g"],
                                         noise_dim=hp["noise_dim"], gen_batch_size=hp["disc_batch_size"],
-                                        weight_clamp=hp["weight_clamp"])
+                                        weight_clamp=hp["weight_clamp"], ema_decay=self.generator_ema)
         # Released: decoder and generator only (spec §1.1); encoder and critic are dropped here.
         self.decoder_, self.generator_ = decoder.eval(), generator.eval()
         self.noise_dim_, self.device_ = hp["noise_dim"], device
@@ -378,15 +384,17 @@ def train_autoencoder(phase, encoder: nn.Module, decoder: nn.Module, x: Tensor, 
 
 def train_gan(phase, critic: nn.Module, generator: nn.Module, decoder: nn.Module, x: Tensor,
               g_opt: torch.optim.Optimizer, *, d_per_g: int, noise_dim: int, gen_batch_size: int,
-              weight_clamp: float) -> int:
+              weight_clamp: float, ema_decay: float) -> int:
     """Phase 2 (spec §1.5): `d_per_g` private critic steps, then one generator step, until the
-    phase's critic steps are spent. Returns the number of generator steps.
+    phase's critic steps are spent; the generator ends as the moving average of its iterates with
+    decay `ema_decay` (0: the last iterate). Returns the number of generator steps.
 
     The generator step runs with the critic phase's per-example hooks detached (each chunk of
     critic batches is its own `batches()` iteration, closed before the generator moves) and the
     critic frozen, so no generator-side gradient can reach the critic's noisy update."""
     device = x.device
     generator_steps = 0
+    average = AveragedModel(generator, multi_avg_fn=get_ema_multi_avg_fn(ema_decay))
     while phase.steps_taken < phase.planned_steps:
         chunk: Iterator[Tensor] = phase.batches()
         try:
@@ -396,6 +404,8 @@ def train_gan(phase, critic: nn.Module, generator: nn.Module, decoder: nn.Module
             chunk.close()
         generator_step(generator, decoder, critic, g_opt, gen_batch_size, noise_dim, device)
         generator_steps += 1
+        average.update_parameters(generator)
+    generator.load_state_dict(average.module.state_dict())
     return generator_steps
 
 
@@ -437,7 +447,7 @@ SPEC = GeneratorSpec(
     factory=DPAutoGAN,
     guarantee=Guarantee.FORMAL,
     defaults={"preset": "adult", "noise": "calibrate", "accountant": "rdp", "decoding": "argmax", "device": "auto",
-              "encoder_mode": "joint_dp",
+              "encoder_mode": "joint_dp", "generator_ema": 0.99,
               **{name: None for name in OVERRIDABLE}},
     quick_params={"ae_steps": 20, "disc_steps": 20, "d_per_g": 5},
     description="DP-auto-GAN: DP-SGD autoencoder + latent WGAN with a DP critic, RDP-composed (Tantipongpipat et al.)",

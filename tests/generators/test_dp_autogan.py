@@ -166,6 +166,34 @@ def test_a_frozen_random_encoder_stays_at_its_seeded_init_and_only_the_decoder_i
         SPEC.build({"encoder_mode": "nonprivate"})
 
 
+def test_the_released_generator_is_the_moving_average_of_its_iterates(adult_rows, adult_schema):
+    """EMA is post-processing: training is untouched (same decoder), the release averages the iterates."""
+    iterates = []
+
+    def spy(generator, *args):
+        dp_autogan_generator_step(generator, *args)
+        iterates.append({k: v.clone() for k, v in generator.state_dict().items()})
+
+    dp_autogan_generator_step = dp_autogan.generator_step
+    last = SPEC.build({**TINY, "generator_ema": 0.0})
+    last.fit(adult_rows, adult_schema, Budget(1.0, 1e-5), seed=0)
+    averaged = SPEC.build({**TINY, "generator_ema": 0.5})
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(dp_autogan, "generator_step", spy)
+        averaged.fit(adult_rows, adult_schema, Budget(1.0, 1e-5), seed=0)
+    assert len(iterates) == 3
+    for key, value in averaged.generator_.state_dict().items():
+        expected = iterates[0][key]
+        for iterate in iterates[1:]:
+            expected = 0.5 * expected + 0.5 * iterate[key]
+        assert torch.allclose(value, expected)
+        assert torch.equal(last.generator_.state_dict()[key], iterates[-1][key])
+    for a, b in zip(last.decoder_.parameters(), averaged.decoder_.parameters(), strict=True):
+        assert torch.equal(a, b)
+    with pytest.raises(ValueError, match="generator_ema"):
+        SPEC.build({"generator_ema": 1.0})
+
+
 def test_infinite_budget_is_a_non_private_fit(fits, adult_schema):
     gen, ledger = fits["inf"]
     assert ledger.is_non_private and ledger.guarantee is Guarantee.FORMAL
