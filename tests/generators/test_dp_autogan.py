@@ -167,7 +167,8 @@ def test_a_frozen_random_encoder_stays_at_its_seeded_init_and_only_the_decoder_i
 
 
 def test_the_released_generator_is_the_moving_average_of_its_iterates(adult_rows, adult_schema):
-    """EMA is post-processing: training is untouched (same decoder), the release averages the iterates."""
+    """EMA is post-processing: training is untouched (same decoder), the release averages the
+    iterates: their plain mean while fewer than 1 / (1 − decay), then weight 1 − decay on each."""
     iterates = []
 
     def spy(generator, *args):
@@ -177,16 +178,17 @@ def test_the_released_generator_is_the_moving_average_of_its_iterates(adult_rows
     dp_autogan_generator_step = dp_autogan.generator_step
     last = SPEC.build({**TINY, "generator_ema": 0.0})
     last.fit(adult_rows, adult_schema, Budget(1.0, 1e-5), seed=0)
-    averaged = SPEC.build({**TINY, "generator_ema": 0.5})
+    averaged = SPEC.build({**TINY, "generator_ema": 0.6})
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(dp_autogan, "generator_step", spy)
         averaged.fit(adult_rows, adult_schema, Budget(1.0, 1e-5), seed=0)
     assert len(iterates) == 3
+    weights = [1.0, 1 / 2, 0.4]  # mean of the first two (1/2 > 1 − 0.6), then 1 − decay
     for key, value in averaged.generator_.state_dict().items():
-        expected = iterates[0][key]
-        for iterate in iterates[1:]:
-            expected = 0.5 * expected + 0.5 * iterate[key]
-        assert torch.allclose(value, expected)
+        expected = torch.zeros_like(value)
+        for weight, iterate in zip(weights, iterates, strict=True):
+            expected = (1 - weight) * expected + weight * iterate[key]
+        assert torch.allclose(value, expected, atol=1e-6)
         assert torch.equal(last.generator_.state_dict()[key], iterates[-1][key])
     for a, b in zip(last.decoder_.parameters(), averaged.decoder_.parameters(), strict=True):
         assert torch.equal(a, b)
