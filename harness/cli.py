@@ -48,6 +48,18 @@ def _csv(text: str) -> list[str]:
     return [t.strip() for t in text.split(",") if t.strip()]
 
 
+def _dataset_names(text: str) -> list[str]:
+    """Comma-separated dataset names whose ``NAME:key=v,key=v`` arguments keep their own commas:
+    an item ``key=v`` with no ``:`` continues the argument of the name before it."""
+    names: list[str] = []
+    for item in _csv(text):
+        if names and ":" in names[-1] and "=" in item and ":" not in item:
+            names[-1] += f",{item}"
+        else:
+            names.append(item)
+    return names
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="dpgym", description="Benchmark DP synthetic tabular data generators.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -58,7 +70,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--suite", help="suite name (leaderboard/suites/NAME.toml) or path to a suite file")
     run.add_argument("--generators", help="comma-separated generator names (ad-hoc grid)")
     run.add_argument("--learners", help="comma-separated private-learner names, run in the same grid")
-    run.add_argument("--datasets", help="comma-separated dataset names")
+    run.add_argument("--datasets", help="comma-separated dataset names (a NAME:k=v,k=v argument keeps its commas)")
     run.add_argument("--epsilons", help="comma-separated ε values (inf for non-private)")
     run.add_argument("--seeds", type=int, help="number of seeds (0..N-1)")
     run.add_argument("--delta", type=float, help="δ (default 1e-5)")
@@ -106,7 +118,7 @@ def suite_from_args(args: argparse.Namespace) -> Suite:
         suite = load_suite(args.suite)
         replace = {}
         if args.datasets:
-            replace["datasets"] = tuple(_csv(args.datasets))
+            replace["datasets"] = tuple(_dataset_names(args.datasets))
         if args.epsilons:
             replace["epsilons"] = tuple(parse_epsilon(e, "--epsilons") for e in _csv(args.epsilons))
         if args.seeds:
@@ -130,7 +142,7 @@ def suite_from_args(args: argparse.Namespace) -> Suite:
             name="adhoc",
             generators=tuple(GeneratorConfig(g) for g in _csv(args.generators or "")),
             learners=tuple(GeneratorConfig(name, kind="learner") for name in _csv(args.learners or "")),
-            datasets=tuple(_csv(args.datasets)),
+            datasets=tuple(_dataset_names(args.datasets)),
             epsilons=tuple(parse_epsilon(e, "--epsilons") for e in _csv(args.epsilons)),
             seeds=tuple(range(args.seeds or 1)),
             delta=args.delta if args.delta is not None else 1e-5,

@@ -2,6 +2,7 @@
 
 Official split: adult.data (32,561 rows) for training, adult.test (16,281 rows) for testing.
 Missing values ("?") are kept as an explicit category (see ``datasets/adult/schema.toml``).
+``adult:undersample=0.4,test=0.1`` is DP-MERF's preparation (`plugins.datasets.parametric.rebalance`).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import pandas as pd
 
 from harness import DatasetSpec, Schema, Split, hookimpl
 from harness.datafiles import REPO_DATA, combined_checksum, verified
+from plugins.datasets.parametric import rebalanceable
 
 FILES = {
     "adult/adult.data.xz": "03c5722d4eaeaa2962f81284344def3c5150dadc6ddf841fcbb57f233371445c",
@@ -47,7 +49,7 @@ def load() -> Split:
     return Split(train=train, test=test)
 
 
-SPEC = DatasetSpec(
+SPEC = rebalanceable(DatasetSpec(
     name="adult",
     version="1",
     load=load,
@@ -55,8 +57,9 @@ SPEC = DatasetSpec(
     citation="Becker, B. & Kohavi, R. (1996). Adult. UCI Machine Learning Repository. https://doi.org/10.24432/C5XW20",
     license="CC BY 4.0",
     checksum=combined_checksum(list(FILES.values())),
-    description="UCI Adult, income >50K; official split 32,561 / 16,281; '?' kept as a category",
-)
+    description="UCI Adult, income >50K; official split 32,561 / 16,281; '?' kept as a category; "
+                "adult:undersample=r[,test=f] rebalances",
+))
 
 
 @hookimpl

@@ -3,6 +3,8 @@
 Official split: census-income.data (199,523 rows) for training, census-income.test (99,762 rows)
 for testing. The sampling weight `instance weight` is dropped on read (UCI: not a feature);
 "?" is kept as a category (see ``datasets/census/schema.toml``).
+``census:undersample=0.4,test=0.2`` is DP-MERF's preparation (negatives undersampled to 40 %, then
+re-split 80/20; `plugins.datasets.parametric.rebalance`).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import pandas as pd
 
 from harness import DatasetSpec, Schema, Split, hookimpl
 from harness.datafiles import REPO_DATA, combined_checksum, verified
+from plugins.datasets.parametric import rebalanceable
 
 FILES = {
     "census/census-income.data.xz": "bc284126b98d723b6a678b9362a0d33203fb8c38caa7eafa0fb2aba02360b67d",
@@ -51,7 +54,7 @@ def load() -> Split:
     return Split(train=train, test=test)
 
 
-SPEC = DatasetSpec(
+SPEC = rebalanceable(DatasetSpec(
     name="census",
     version="1",
     load=load,
@@ -59,8 +62,9 @@ SPEC = DatasetSpec(
     citation="Census-Income (KDD) (2000). UCI Machine Learning Repository. https://doi.org/10.24432/C5N30T",
     license="CC BY 4.0",
     checksum=combined_checksum(list(FILES.values())),
-    description="UCI Census-Income (KDD), income 50000+; official split 199,523 / 99,762; instance weight dropped",
-)
+    description="UCI Census-Income (KDD), income 50000+; official split 199,523 / 99,762; instance weight dropped; "
+                "census:undersample=r[,test=f] rebalances",
+))
 
 
 @hookimpl

@@ -7,6 +7,8 @@ stratified on the 23 labels, 100,000 test rows, seed 0 -- the 394,021 / 100,000 
 SDGym/CTGAN benchmark version that the DP-HFlow spec (section 5.1) points to; stratifying keeps the
 rare attacks in both parts (DP-MERF's 70/30 re-split is that method's own choice). The 10% file repeats many rows (145,586 distinct of 494,021), so
 train and test share identical rows, as in every published use of it.
+``intrusion:undersample=0.3,test=0.3`` is DP-MERF's preparation (dos, the majority category, undersampled
+to 30 %, then re-split 70/30; `plugins.datasets.parametric.rebalance`).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from sklearn.model_selection import train_test_split
 
 from harness import Column, ColumnKind, DatasetSpec, Schema, SchemaError, Split, hookimpl
 from harness.datafiles import REPO_DATA, verified
+from plugins.datasets.parametric import rebalanceable
 
 DATA = "intrusion/kddcup.data_10_percent.gz"
 SHA256 = "8045aca0d84e70e622d1148d7df782496f6333bf6eb979a1b0837c42a9fd9561"  # = sklearn's ARCHIVE_10_PERCENT
@@ -102,14 +105,15 @@ _COMMON = dict(
 )
 
 SPECS = [
-    DatasetSpec(
+    rebalanceable(DatasetSpec(
         name="intrusion", load=load5, schema=schema5, **_COMMON,
-        description="KDD Cup 99 10%, 5 attack categories; stratified seeded split 394,021 / 100,000",
-    ),
-    DatasetSpec(
+        description="KDD Cup 99 10%, 5 attack categories; stratified seeded split 394,021 / 100,000; "
+                    "intrusion:undersample=r[,test=f] rebalances",
+    )),
+    rebalanceable(DatasetSpec(
         name="intrusion23", load=load23, schema=schema23, **_COMMON,
         description="KDD Cup 99 10%, 23 attack labels; same split as intrusion",
-    ),
+    )),
 ]
 
 

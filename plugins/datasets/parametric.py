@@ -1,4 +1,5 @@
-"""Dataset specs that take an argument in their name, e.g. ``lifesci:fold=3`` or ``csv:data.csv``.
+"""Dataset specs that take an argument in their name, e.g. ``lifesci:fold=3``, ``csv:data.csv`` or
+``census:undersample=0.4,test=0.2`` (a rebalanced variant, `rebalanceable`).
 
 A `ParametricDatasetSpec` is an ordinary `DatasetSpec` (the registry lists it under its plain name,
 ``lifesci`` or ``csv``) that also knows how to build the spec for ``NAME:ARGUMENT``. The registry
@@ -8,10 +9,16 @@ joined by ``,`` (`parse_options`); the csv plugin also takes a leading file path
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from harness import DatasetSpec
+import numpy as np
+from sklearn.model_selection import train_test_split
+
+from harness import DatasetSpec, Split
+from harness.datafiles import combined_checksum
 
 
 class DatasetArgumentError(ValueError):
@@ -50,3 +57,65 @@ def fold_number(folds: int) -> Callable[[str], int]:
         return k
 
     return convert
+
+
+# ---------------------------------------------------------------------------------------------
+# Rebalanced variants: NAME:undersample=r[,test=f]
+# ---------------------------------------------------------------------------------------------
+
+REBALANCE_SEED = 0  # fixed: a variant is one dataset, the same in every cell
+
+
+def share(value: str) -> float:
+    """A converter accepting a fraction in (0, 1)."""
+    number = float(value)
+    if not 0 < number < 1:
+        raise ValueError("must lie strictly between 0 and 1")
+    return number
+
+
+def rebalance(split: Split, target: str, undersample: float, test: float | None) -> Split:
+    """Keep a seeded random `undersample` share of the majority class's training rows; with `test`,
+    pool what is left and re-split it (stratified on the target) with that test share, else keep
+    the official test part. This is how DP-MERF's tabular code prepares its data (undersampling
+    rate and re-split per dataset), which the DP-HFlow spec (§5.1) names as a likely source of
+    that paper's evaluation pipeline. The variant is the dataset: the generator's DP guarantee is
+    with respect to the training part it receives."""
+    rng = np.random.default_rng(REBALANCE_SEED)
+    labels = split.train[target]
+    majority = np.flatnonzero((labels == labels.value_counts().idxmax()).to_numpy())
+    dropped = rng.permutation(majority)[int(len(majority) * undersample):]
+    kept = split.train.drop(index=split.train.index[dropped]).reset_index(drop=True)
+    if test is None:
+        return Split(train=kept, test=split.test)
+    train, held_out = train_test_split(kept, test_size=test, stratify=kept[target], random_state=REBALANCE_SEED)
+    return Split(train=train.reset_index(drop=True), test=held_out.reset_index(drop=True))
+
+
+def rebalanceable(base: DatasetSpec) -> ParametricDatasetSpec:
+    """`base` listed under its own name, also resolving ``NAME:undersample=r[,test=f]`` to a
+    rebalanced variant (see `rebalance`)."""
+    fields = {f.name: getattr(base, f.name) for f in dataclasses.fields(DatasetSpec)}
+    return ParametricDatasetSpec(**fields, resolve=functools.partial(_rebalanced_variant, base))
+
+
+@functools.cache  # one spec object per variant, so the runner's per-process load cache is hit
+def _variant(base: DatasetSpec, undersample: float, test: float | None) -> DatasetSpec:
+    argument = f"undersample={undersample:g}" + ("" if test is None else f",test={test:g}")
+
+    def load() -> Split:
+        return rebalance(base.load(), base.schema().target, undersample, test)
+
+    held_out = "the official test part" if test is None else f"re-split {1 - test:.0%} / {test:.0%}"
+    return dataclasses.replace(
+        base, name=f"{base.name}:{argument}", load=load,
+        checksum=combined_checksum([base.checksum, f"{argument},seed={REBALANCE_SEED}"]),
+        description=f"{base.name}, majority class undersampled to {undersample:.0%} of its training rows; {held_out}",
+    )
+
+
+def _rebalanced_variant(base: DatasetSpec, argument: str) -> DatasetSpec:
+    options = parse_options(argument, {"undersample": share, "test": share}, base.name)
+    if "undersample" not in options:
+        raise DatasetArgumentError(f"{base.name}: a variant needs undersample=r (the majority class's kept share)")
+    return _variant(base, options["undersample"], options.get("test"))
