@@ -18,8 +18,8 @@ def test_every_dataset_is_registered_with_citation_licence_and_checksum(registry
 
 
 def test_a_name_argument_for_a_dataset_without_variants_is_an_error(registry):
-    with pytest.raises(PluginError, match="'census' takes no ':' argument"):
-        registry.dataset("census:fold=2")
+    with pytest.raises(PluginError, match="'adult_expm' takes no ':' argument"):
+        registry.dataset("adult_expm:fold=2")
 
 
 def test_an_unknown_prefix_is_still_an_unknown_dataset(registry):
