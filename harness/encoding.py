@@ -71,7 +71,7 @@ class TableEncoder:
                 row = int(np.flatnonzero(codes < 0)[0])
                 raise ValueError(f"column {col.name!r}: value {frame[col.name].iloc[row]!r} at row {row} is not in the schema")
             if self.discrete == "onehot":
-                out[np.arange(len(frame)), b.start + codes] = 1.0
+                out[np.arange(len(frame)), b.start + codes.astype(np.intp)] = 1.0
             else:
                 out[:, b.start] = codes
         return out

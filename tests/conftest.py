@@ -51,3 +51,15 @@ def small_frame() -> pd.DataFrame:
         "size": ["S", "M", "L", "M"],
         "label": ["no", "yes", "no", "yes"],
     })
+
+
+@pytest.fixture
+def wide_table():
+    """`wide_table(k)`: a schema of k 0/1 integer columns then one 20-level categorical column (whose
+    one-hot block starts at offset k), and 20 conforming rows holding every category."""
+    def build(numeric_columns: int) -> tuple[Schema, pd.DataFrame]:
+        schema = Schema("wide", (*(Column(f"n{i}", ColumnKind.INTEGER, min=0, max=1) for i in range(numeric_columns)),
+                                 Column("c", ColumnKind.CATEGORICAL, categories=tuple(f"k{j}" for j in range(20)))))
+        rows = pd.DataFrame({**{f"n{i}": [0, 1] * 10 for i in range(numeric_columns)}, "c": [f"k{j}" for j in range(20)]})
+        return schema, schema.conform(rows)
+    return build

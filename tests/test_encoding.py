@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -48,3 +49,12 @@ def test_decode_of_any_model_output_lies_in_the_domain(values, rows):
         matrix = np.resize(np.array(values), (rows, encoder.width))
         decoded = encoder.decode(matrix)
         assert schema.violations(decoded) == []
+
+
+
+@pytest.mark.parametrize("offset", [120, 130])  # codes + offset wrap past 127; the offset itself exceeds int8
+def test_onehot_blocks_past_offset_127_round_trip(wide_table, offset):
+    """Category codes are int8 for < 128 categories; an offset past 127 must not wrap or overflow."""
+    schema, frame = wide_table(offset)
+    encoder = TableEncoder(schema)
+    pd.testing.assert_frame_equal(encoder.decode(encoder.encode(frame)), frame)

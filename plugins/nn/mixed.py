@@ -68,7 +68,7 @@ class MixedEncoding:
             elif len(col.categories) == 1:
                 out[:, span.start] = 1.0
             else:
-                out[np.arange(len(frame)), span.start + codes] = 1.0
+                out[np.arange(len(frame)), span.start + codes.astype(np.intp)] = 1.0
         return out
 
     def decode(self, matrix: np.ndarray, mode: str = "argmax", rng: np.random.Generator | None = None) -> pd.DataFrame:

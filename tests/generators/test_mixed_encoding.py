@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -39,3 +40,12 @@ def test_any_decoder_output_decodes_into_the_schema(adult_schema, seed, mode):
     enc = MixedEncoding(adult_schema)
     raw = rng.uniform(-0.2, 1.2, size=(40, enc.width))
     adult_schema.validate(enc.decode(raw, mode, rng))
+
+
+
+@pytest.mark.parametrize("offset", [120, 130])
+def test_one_hot_spans_past_offset_127_round_trip(wide_table, offset):
+    """int8 category codes added to an offset past 127 must neither wrap nor overflow."""
+    schema, frame = wide_table(offset)
+    enc = MixedEncoding(schema)
+    assert enc.decode(enc.encode(frame)).equals(frame)
