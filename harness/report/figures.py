@@ -65,7 +65,9 @@ def metric_curves(board: pd.DataFrame, metrics: Sequence[str], directions: dict[
             colour = palette[generator]
             if single_epsilon:
                 err = np.vstack([part[f"{m}_mean"] - part[f"{m}_ci_low"], part[f"{m}_ci_high"] - part[f"{m}_mean"]])
-                ax.errorbar([generator], part[f"{m}_mean"], yerr=np.nan_to_num(err), fmt="o", color=colour, capsize=3)
+                # When every seed agrees, the bootstrap bounds equal the mean up to rounding (±1e-16).
+                err = np.clip(np.nan_to_num(err), 0.0, None)
+                ax.errorbar([generator], part[f"{m}_mean"], yerr=err, fmt="o", color=colour, capsize=3)
             else:
                 sns.lineplot(x=part.epsilon, y=part[f"{m}_mean"], ax=ax, color=colour, marker="o", label=generator,
                              legend=False)

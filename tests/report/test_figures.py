@@ -1,11 +1,12 @@
-"""The marginal figure's bins: they resolve concentrated data and keep every row."""
+"""The marginal figure's bins resolve concentrated data and keep every row; the metric panels draw
+whatever bounds a leaderboard holds."""
 
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
 
-from harness.report.figures import DISPLAY_BINS, marginal_shares, marginals
+from harness.report.figures import DISPLAY_BINS, generator_palette, marginal_shares, marginals, metric_curves
 from harness.schema import Column, ColumnKind, Schema
 
 
@@ -38,3 +39,14 @@ def test_narrow_integers_get_one_bin_per_value_and_missing_and_categories_are_ke
     assert shares.loc[("colour", "red"), "real"] == 0.5 and shares.loc[("colour", "missing"), "real"] == 0.25
     assert shares.loc[("colour", "green"), "synthetic"] == 1.0
     assert marginals(shares.reset_index(), schema).startswith("data:image/png;base64,")
+
+
+def test_a_single_epsilon_panel_takes_bounds_that_round_past_the_mean():
+    """Seeds that agree give a bootstrap interval equal to the mean up to rounding; a bound 1e-16 on
+    the wrong side of it must still draw (measured: 0.35048677491766594 inside [0.350486774917666] * 2)."""
+    mean, bound = 0.35048677491766594, 0.350486774917666
+    board = pd.DataFrame({"generator": ["a", "b"], "epsilon": [1.0, 1.0], "apc_mean": [mean, 0.5],
+                          "apc_ci_low": [bound, 0.4], "apc_ci_high": [bound, 0.6]})
+    assert bound > mean
+    figure = metric_curves(board, ["apc"], {"apc": "higher"}, generator_palette(["a", "b"]))
+    assert figure.startswith("data:image/png;base64,")
