@@ -78,8 +78,8 @@ def rebalance(split: Split, target: str, undersample: float, test: float | None)
     """Keep a seeded random `undersample` share of the majority class's training rows; with `test`,
     pool what is left and re-split it (stratified on the target) with that test share, else keep
     the official test part. This is how DP-MERF's tabular code prepares its data (undersampling
-    rate and re-split per dataset), which the DP-HFlow spec (§5.1) names as a likely source of
-    that paper's evaluation pipeline. The variant is the dataset: the generator's DP guarantee is
+    rate and re-split per dataset); the DP-HFlow spec (§5.1) says that paper may have reused it,
+    but does not know. The variant is the dataset: the generator's DP guarantee is
     with respect to the training part it receives."""
     rng = np.random.default_rng(REBALANCE_SEED)
     labels = split.train[target]
