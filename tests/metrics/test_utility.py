@@ -110,6 +110,12 @@ def test_multiclass_target_with_a_class_absent_from_synthetic():
     assert all(np.isfinite(v) for v in result.values.values())
     # "high" is never predicted, so its one-vs-rest AUROC is 0.5 at best: the macro mean stays well below 1.
     assert 0.6 < result.values["tstr_auroc"] < 0.9
+    # The per-class breakdown names the lost class; with every class in the test split its mean is macro-F1.
+    per_class = result.detail["f1_per_class"]
+    assert list(per_class) == ["low", "mid", "high"]
+    assert per_class["high"] == 0.0
+    assert per_class["low"] > 0.5 and per_class["mid"] > 0.5
+    assert np.mean(list(per_class.values())) == pytest.approx(result.values["tstr_macro_f1"])
 
 
 def test_multiclass_auroc_is_the_macro_one_vs_rest_mean():
