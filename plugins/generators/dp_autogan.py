@@ -16,6 +16,9 @@ Notes: /work/shared/specs/dp-auto-gan.md (cited below as "spec §").
   −D(De(G(z))) that never reads a real row. The released generator is an exponential moving
   average of its iterates (`generator_ema`, 0 = the last iterate as in CODE): post-processing
   of the DP critic's outputs, so free (see the Known gap below for why).
+- Generator normalisation (spec A8): LayerNorm as CODE (default), or the paper's BatchNorm1d
+  (`generator_norm="batch"`), whose running statistics are then set from noise through the
+  released weights.
 - Accounting (spec §1.7, Lemma 4): both phases are planned on one `DPSGD`, whose accountant sums
   their RDP curves per order and converts once (classic conversion, as the paper). The noise
   multipliers keep the preset's published ratio ψ1 : ψ3 and are scaled together to the budget
@@ -63,7 +66,7 @@ import pandas as pd
 import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
-from torch.optim.swa_utils import AveragedModel
+from torch.optim.swa_utils import AveragedModel, update_bn
 
 from harness import Budget, GeneratorSpec, Guarantee, Ledger, Schema, hookimpl
 from harness.privacy.accountants import Accountant, Phase, PRVAccountant, RDPAccountant
@@ -91,7 +94,7 @@ class Preset:
     latent_dim: int
     noise_dim: int
     encoder: str  # "mlp": n → (n+d)//2 → d, LeakyReLU(0.2) (ADULT); "linear_tanh": n → d, Tanh (MIMIC)
-    generator: str  # "residual": 3 LayerNorm blocks (ADULT); "mlp_tanh": 2 layers, Tanh out (MIMIC)
+    generator: str  # "residual": 3 normalised blocks (ADULT); "mlp_tanh": 2 layers, Tanh out (MIMIC)
     discriminator: tuple[float, ...]  # hidden widths as fractions of n (ADULT) or absolute (MIMIC, >1)
     loss_reduction: str  # BCE "mean" or "sum" over coordinates (spec A7)
     ae_steps: int
@@ -150,6 +153,13 @@ PRESETS: dict[str, Preset] = {
 # Spec A1: how phase 1 treats the encoder; both readings are DP.
 ENCODER_MODES = ("joint_dp", "frozen_random")
 
+# Spec A8: the residual generator's normalisation, LayerNorm as CODE (the default: no train/eval
+# mismatch at sampling) or BatchNorm1d as the paper's text. Neither sees a real row.
+GENERATOR_NORMS = {"layer": nn.LayerNorm, "batch": nn.BatchNorm1d}
+
+# Noise batches that set a batch-normalised generator's running statistics after training.
+NORM_STAT_BATCHES = 100
+
 # Hyper-parameters that default to the preset's value when left None.
 OVERRIDABLE = ("latent_dim", "noise_dim", "ae_steps", "ae_batch_size", "ae_lr", "ae_clip_norm", "disc_steps",
                "d_per_g", "disc_batch_size", "disc_lr", "gen_lr", "disc_clip_norm", "weight_clamp")
@@ -173,11 +183,12 @@ def build_autoencoder(preset: Preset, width: int, latent_dim: int) -> tuple[nn.M
 
 
 class ResidualGenerator(nn.Module):
-    """Spec §2.1: blocks Linear(no bias) → LayerNorm → LeakyReLU(0.2); h = b0(z)+z, h = b1(h)+h, b2(h)."""
+    """Spec §2.1: blocks Linear(no bias) → norm → LeakyReLU(0.2); h = b0(z)+z, h = b1(h)+h, b2(h)."""
 
-    def __init__(self, noise_dim: int, latent_dim: int):
+    def __init__(self, noise_dim: int, latent_dim: int, norm: str = "layer"):
         super().__init__()
-        block = lambda i, o: nn.Sequential(nn.Linear(i, o, bias=False), nn.LayerNorm(o), nn.LeakyReLU(0.2))  # noqa: E731
+        layer = GENERATOR_NORMS[norm]
+        block = lambda i, o: nn.Sequential(nn.Linear(i, o, bias=False), layer(o), nn.LeakyReLU(0.2))  # noqa: E731
         self.blocks = nn.ModuleList([block(noise_dim, noise_dim), block(noise_dim, noise_dim),
                                      block(noise_dim, latent_dim)])
 
@@ -187,9 +198,9 @@ class ResidualGenerator(nn.Module):
         return self.blocks[2](h)
 
 
-def build_generator(preset: Preset, noise_dim: int, latent_dim: int) -> nn.Module:
+def build_generator(preset: Preset, noise_dim: int, latent_dim: int, norm: str = "layer") -> nn.Module:
     if preset.generator == "residual":
-        return ResidualGenerator(noise_dim, latent_dim)
+        return ResidualGenerator(noise_dim, latent_dim, norm)
     return nn.Sequential(nn.Linear(noise_dim, latent_dim), nn.LeakyReLU(0.2),
                          nn.Linear(latent_dim, latent_dim), nn.Tanh())
 
@@ -246,7 +257,7 @@ def choose_setting(settings: tuple[Setting, ...], epsilon: float, noise: str,
 
 class DPAutoGAN:
     def __init__(self, preset: str, noise: str, accountant: str, decoding: str, device: str, encoder_mode: str,
-                 generator_ema: float,
+                 generator_ema: float, generator_norm: str,
                  latent_dim: int | None, noise_dim: int | None, ae_steps: int | None, ae_batch_size: int | None,
                  ae_lr: float | None, ae_clip_norm: float | None, disc_steps: int | None, d_per_g: int | None,
                  disc_batch_size: int | None, disc_lr: float | None, gen_lr: float | None,
@@ -263,10 +274,14 @@ class DPAutoGAN:
             raise ValueError(f"encoder_mode must be one of {ENCODER_MODES}, got {encoder_mode!r}")
         if not 0 <= generator_ema < 1:
             raise ValueError(f"generator_ema must be in [0, 1), got {generator_ema!r}")
+        if generator_norm not in GENERATOR_NORMS:
+            raise ValueError(f"generator_norm must be one of {sorted(GENERATOR_NORMS)}, got {generator_norm!r}")
+        if generator_norm != "layer" and PRESETS[preset].generator != "residual":
+            raise ValueError(f"generator_norm applies to the residual generator; preset {preset!r}'s has no norm layer")
         if noise == "published" and disc_steps is not None:
             raise ValueError("noise='published' uses the published critic step counts; leave disc_steps unset")
         self.preset, self.noise, self.accountant, self.decoding, self.device = preset, noise, accountant, decoding, device
-        self.encoder_mode, self.generator_ema = encoder_mode, generator_ema
+        self.encoder_mode, self.generator_ema, self.generator_norm = encoder_mode, generator_ema, generator_norm
         self.latent_dim, self.noise_dim = latent_dim, noise_dim
         self.ae_steps, self.ae_batch_size, self.ae_lr, self.ae_clip_norm = ae_steps, ae_batch_size, ae_lr, ae_clip_norm
         self.disc_steps, self.d_per_g, self.disc_batch_size = disc_steps, d_per_g, disc_batch_size
@@ -305,7 +320,7 @@ class DPAutoGAN:
             if self.encoder_mode == "frozen_random":
                 encoder.requires_grad_(False)
                 del autoencoder["encoder"]
-            generator = build_generator(preset, hp["noise_dim"], hp["latent_dim"]).to(device)
+            generator = build_generator(preset, hp["noise_dim"], hp["latent_dim"], self.generator_norm).to(device)
             critic = build_discriminator(preset, width).to(device)
             ae_opt = torch.optim.Adam([p for m in autoencoder.values() for p in m.parameters()], lr=hp["ae_lr"],
                                       betas=(0.9, 0.999), weight_decay=preset.ae_weight_decay)
@@ -426,6 +441,12 @@ def train_gan(phase, critic: nn.Module, generator: nn.Module, decoder: nn.Module
         generator_steps += 1
         average.update_parameters(generator)
     generator.load_state_dict(average.module.state_dict())
+    if any(isinstance(m, nn.BatchNorm1d) for m in generator.modules()):
+        # The average carries no running statistics of its own: take them from noise through the
+        # released weights (post-processing; no real row is read).
+        with torch.no_grad():
+            update_bn([torch.randn(gen_batch_size, noise_dim, device=device) for _ in range(NORM_STAT_BATCHES)],
+                      generator)
     return generator_steps
 
 
@@ -467,7 +488,7 @@ SPEC = GeneratorSpec(
     factory=DPAutoGAN,
     guarantee=Guarantee.FORMAL,
     defaults={"preset": "adult", "noise": "calibrate", "accountant": "rdp", "decoding": "argmax", "device": "auto",
-              "encoder_mode": "joint_dp", "generator_ema": 0.99,
+              "encoder_mode": "joint_dp", "generator_ema": 0.99, "generator_norm": "layer",
               **{name: None for name in OVERRIDABLE}},
     quick_params={"ae_steps": 20, "disc_steps": 20, "d_per_g": 5},
     description="DP-auto-GAN: DP-SGD autoencoder + latent WGAN with a DP critic, RDP-composed (Tantipongpipat et al.)",
