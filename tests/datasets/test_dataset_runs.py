@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+from harness.report import write_report
 from harness.runner import run_suite
 from harness.store import RunStore
 from harness.suite import GeneratorConfig, Suite
@@ -20,6 +21,9 @@ def test_a_suite_without_the_covertype_file_runs_the_rest_and_says_how_to_get_it
     summary = run_suite(suite, RunStore(tmp_path / "run"), registry, show_progress=False)
     assert (summary.ok, summary.unavailable, summary.failed) == (1, 1, 0)
     assert any("covertype unavailable" in m and "DPGYM_ALLOW_DOWNLOAD=1" in m for m in summary.messages)
+    # The report lists the unavailable cell, whose error carries no traceback.
+    html = write_report(tmp_path / "run", registry).read_text()
+    assert "unavailable at load: DatasetUnavailable" in html
 
 
 def test_a_user_csv_with_a_reviewed_schema_runs_through_the_smoke_generators(registry, tmp_path):
