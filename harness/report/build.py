@@ -237,8 +237,29 @@ def _generator_figures(run_dir: Path, mine: pd.DataFrame, reference: float, real
     return entry
 
 
+def class_f1_table(run_dir: Path, cells: pd.DataFrame) -> dict[str, Any] | None:
+    """Per generator and ε, the utility metric's F1 of each target class, averaged over the finished
+    seeds: macro-F1 is a row's mean, so a class a generator's rows lose, which the averaged score
+    hides, shows as a 0. None unless the target has more than two classes."""
+    rows = []
+    for cell in cells[cells.status == "ok"].itertuples():
+        result = json.loads((run_dir / "cells" / cell.key / "result.json").read_text())
+        per_class = result.get("metric_detail", {}).get("utility", {}).get("f1_per_class")
+        if per_class:
+            rows.append({"generator": cell.generator, "epsilon": cell.epsilon, **per_class})
+    if not rows or len(rows[0]) - 2 < 3:
+        return None
+    table = pd.DataFrame(rows).groupby(["epsilon", "generator"], sort=True).agg(["mean", "size"])
+    classes = list(rows[0])[2:]
+    return {"classes": classes,
+            "rows": [{"epsilon": _eps(epsilon), "generator": generator, "seeds": int(row[(classes[0], "size")]),
+                      "values": [float(row[(c, "mean")]) for c in classes]}
+                     for (epsilon, generator), row in table.iterrows()]}
+
+
 def dataset_sections(run_dir: Path, lb: Leaderboard, registry: Registry, palette: dict[str, Any]) -> list[dict[str, Any]]:
-    """Per dataset: the metric-vs-ε curves, then per generator its marginals and Kendall-τ heatmaps."""
+    """Per dataset: the metric-vs-ε curves and the F1 of each target class, then per generator its
+    marginals and Kendall-τ heatmaps."""
     sections, jobs, real_rows = [], [], {}
     families = metric_info(registry)[1]
     for dataset, part in lb.board.groupby("dataset", sort=True):
@@ -249,6 +270,7 @@ def dataset_sections(run_dir: Path, lb: Leaderboard, registry: Registry, palette
                                    "generators": [], "note": "", "reference_epsilon": _eps(reference),
                                    "learners": sorted(cells[learners].generator.unique())}
         cells = cells[~learners]  # a learner releases a model, not rows: nothing to draw marginals of
+        section["class_f1"] = class_f1_table(run_dir, cells)
         if cells.empty:
             sections.append(section)
             continue

@@ -8,12 +8,18 @@ import subprocess
 import sys
 from html.parser import HTMLParser
 
+import numpy as np
 import pandas as pd
+import pytest
 
+from harness.leaderboard import build_leaderboard
 from harness.registry import Registry
+from harness.report.build import class_f1_table
 from harness.runner import run_suite
+from harness.specs import Direction
 from harness.store import RunStore
 from harness.suite import GeneratorConfig, Suite
+from tests.report.fakerun import result, write_run
 
 
 class Inventory(HTMLParser):
@@ -108,3 +114,27 @@ def test_the_marginal_figures_data_is_written_beside_the_report(smoke_report, sm
     assert ((totals - 1.0).abs() < 1e-9).all().all()  # every column's bins and "missing" hold all rows
     real = shares[shares.generator == "real"]
     assert (real.real - real.synthetic).abs().max() < 0.05  # the `real` reference resamples the train rows
+
+
+def test_a_multiclass_target_gets_the_f1_of_each_class(tmp_path):
+    """The per-class table averages each class's F1 over the finished seeds, per generator and ε;
+    a failed cell adds nothing, and a binary target gets no table."""
+    def cell(generator, seed, f1, dataset="kdd", status="ok"):
+        out = result(generator, seed, {"tstr_macro_f1": float(np.mean(list(f1.values())))}, dataset=dataset,
+                     status=status)
+        out["metric_detail"] = {"utility": {"f1_per_class": f1}}
+        return out
+
+    lost = {"normal": 0.98, "dos": 0.96, "probe": 0.0}
+    run = write_run(tmp_path / "run", [
+        cell("flow", 0, lost), cell("flow", 1, {**lost, "dos": 0.94}), cell("flow", 2, lost, status="failed"),
+        cell("real", 0, {"normal": 1.0, "dos": 1.0, "probe": 0.9}),
+        cell("flow", 0, {"no": 0.8, "yes": 0.5}, dataset="binary")])
+    cells = build_leaderboard(run, {"tstr_macro_f1": Direction.HIGHER}).cells
+    table = class_f1_table(run, cells[cells.dataset == "kdd"])
+    assert table["classes"] == ["normal", "dos", "probe"]
+    flow, real = table["rows"]
+    assert (flow["generator"], flow["epsilon"], flow["seeds"]) == ("flow", "1", 2)
+    assert flow["values"] == pytest.approx([0.98, 0.95, 0.0])
+    assert real["values"] == pytest.approx([1.0, 1.0, 0.9])
+    assert class_f1_table(run, cells[cells.dataset == "binary"]) is None
