@@ -46,6 +46,9 @@ published noise; majority rate 76.4 %, real rows 85.2 %; paper 74.7 / 78.7 / 79.
   (78.5 %) sits on the mean; the 0.51 target (78 %) is not met.
   Summed smoothed KL over the 8 categorical columns: 0.56 / 0.48 / 0.24 (paper 0.81 / 0.48 at
   0.36 / 0.51). ε = ∞, seeds 0–1: 78.9 / 79.6 %.
+- The paper's BatchNorm generator (`generator_norm="batch"`, spec A8), ε = 0.51, seeds 0–9 decided
+  before running (2026-11-26): 77.8 / 77.3 / 81.5 / 79.1 / 72.8 / 76.4 / 76.9 / 76.4 / 77.4 / 80.0 %,
+  mean 77.56 % (sd 2.4, median 77.4), summed KL 0.49; LayerNorm on the same seeds 77.98 %. No gain.
 - What remains is mostly the DP autoencoder: at ε = 0.51 its reconstruction of the training rows gets
   salary right 93.6 % of the time, occupation 73 %, age off by 14 years on average (ε = ∞: ≥ 99.6 % on
   every categorical column); lower autoencoder learning rates did not help, a frozen random encoder
