@@ -247,10 +247,10 @@ def class_f1_table(run_dir: Path, cells: pd.DataFrame) -> dict[str, Any] | None:
         per_class = result.get("metric_detail", {}).get("utility", {}).get("f1_per_class")
         if per_class:
             rows.append({"generator": cell.generator, "epsilon": cell.epsilon, **per_class})
-    if not rows or len(rows[0]) - 2 < 3:
+    classes = list(rows[0])[2:] if rows else []
+    if len(classes) < 3:
         return None
     table = pd.DataFrame(rows).groupby(["epsilon", "generator"], sort=True).agg(["mean", "size"])
-    classes = list(rows[0])[2:]
     return {"classes": classes,
             "rows": [{"epsilon": _eps(epsilon), "generator": generator, "seeds": int(row[(classes[0], "size")]),
                       "values": [float(row[(c, "mean")]) for c in classes]}
