@@ -237,16 +237,16 @@ def _generator_figures(run_dir: Path, mine: pd.DataFrame, reference: float, real
     return entry
 
 
-def class_f1_table(run_dir: Path, cells: pd.DataFrame) -> dict[str, Any] | None:
-    """Per generator and ε, the utility metric's F1 of each target class, averaged over the finished
-    seeds: macro-F1 is a row's mean, so a class a generator's rows lose, which the averaged score
-    hides, shows as a 0. None unless the target has more than two classes."""
+def class_f1_table(results: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """Per generator and ε, the utility metric's F1 of each target class (one dataset's results),
+    averaged over the finished seeds: macro-F1 is a row's mean, so a class a generator's rows lose,
+    which the averaged score hides, shows as a 0. None unless the target has more than two classes."""
     rows = []
-    for cell in cells[cells.status == "ok"].itertuples():
-        result = json.loads((run_dir / "cells" / cell.key / "result.json").read_text())
+    for result in results:
         per_class = result.get("metric_detail", {}).get("utility", {}).get("f1_per_class")
-        if per_class:
-            rows.append({"generator": cell.generator, "epsilon": cell.epsilon, **per_class})
+        if result["status"] == "ok" and per_class:
+            cell = result["cell"]
+            rows.append({"generator": cell["generator"], "epsilon": float(cell["epsilon"]), **per_class})
     classes = list(rows[0])[2:] if rows else []
     if len(classes) < 3:
         return None
@@ -257,7 +257,8 @@ def class_f1_table(run_dir: Path, cells: pd.DataFrame) -> dict[str, Any] | None:
                      for (epsilon, generator), row in table.iterrows()]}
 
 
-def dataset_sections(run_dir: Path, lb: Leaderboard, registry: Registry, palette: dict[str, Any]) -> list[dict[str, Any]]:
+def dataset_sections(run_dir: Path, lb: Leaderboard, results: list[dict[str, Any]], registry: Registry,
+                     palette: dict[str, Any]) -> list[dict[str, Any]]:
     """Per dataset: the metric-vs-ε curves and the F1 of each target class, then per generator its
     marginals and Kendall-τ heatmaps."""
     sections, jobs, real_rows = [], [], {}
@@ -269,8 +270,8 @@ def dataset_sections(run_dir: Path, lb: Leaderboard, registry: Registry, palette
         section: dict[str, Any] = {"dataset": dataset, "curves": _curves(part, lb, families, palette),
                                    "generators": [], "note": "", "reference_epsilon": _eps(reference),
                                    "learners": sorted(cells[learners].generator.unique())}
+        section["class_f1"] = class_f1_table([r for r in results if r["cell"]["dataset"] == dataset])
         cells = cells[~learners]  # a learner releases a model, not rows: nothing to draw marginals of
-        section["class_f1"] = class_f1_table(run_dir, cells)
         if cells.empty:
             sections.append(section)
             continue
@@ -434,7 +435,7 @@ def write_report(run_dir: Path, registry: Registry, out: Path | None = None, key
         "metrics": [{"name": m, "direction": str(lb.directions.get(m, Direction.HIGHER))}
                     for m in ordered_metrics(lb.metrics, families)],
         "ranking": ranking_context(lb, palette),
-        "datasets": dataset_sections(run_dir, lb, registry, palette),
+        "datasets": dataset_sections(run_dir, lb, results, registry, palette),
         "learning": learning_sections(lb, palette),
         "ledger": _ledger_rows(run_dir, results),
         "failures": sorted(failures, key=lambda r: (r["cell"]["dataset"], r["cell"]["generator"], r["cell"]["seed"])),
