@@ -181,3 +181,39 @@ def test_plugin_hook_provides_the_utility_spec_with_higher_is_better():
     assert dict(spec.directions) == {
         name: Direction.HIGHER for name in ("tstr_macro_f1", "tstr_auroc", "tstr_apc")
     }
+
+
+def test_tree_leaf_size_decides_whether_a_rare_class_is_learned():
+    """A class with fewer training rows than a leaf cannot get a leaf of its own; at leaf 1 (sklearn's
+    default, the `tree_min_samples_leaf` option) the trees learn it. The other classifiers are untouched."""
+    schema = Schema(
+        "rare",
+        columns=(Column("x", ColumnKind.CONTINUOUS, min=0.0, max=10.0),
+                 Column("kind", ColumnKind.CATEGORICAL, categories=("common", "rare"))),
+        target="kind",
+    )
+
+    def rows(n_common: int, n_rare: int, seed: int) -> pd.DataFrame:
+        rng = np.random.default_rng(seed)
+        x = np.concatenate([rng.uniform(0, 9, n_common), rng.uniform(9.5, 10, n_rare)])
+        return schema.conform(pd.DataFrame({"x": x, "kind": ["common"] * n_common + ["rare"] * n_rare}))
+
+    train, test = rows(2000, 8, seed=0), rows(1000, 50, seed=1)
+    trees = list(utility.TREE_LEAF_PARAMS)
+    scores = {}
+    for leaf in (20, 1):
+        options = {**utility.OPTIONS, "classifiers": [*trees, "gaussian_nb"], "tree_min_samples_leaf": leaf}
+        ctx = MetricContext(train=train, test=test, synthetic=train, schema=schema, seed=0, options=options)
+        scores[leaf] = utility.evaluate(ctx).detail["per_classifier"]
+    for name in trees:
+        assert scores[20][name]["macro_f1"] < 0.6  # "rare" is never predicted
+        assert scores[1][name]["macro_f1"] > 0.9
+    assert scores[1]["gaussian_nb"] == scores[20]["gaussian_nb"]
+    assert utility.make_classifier("bagging", 0, 7).estimator.min_samples_leaf == 7
+    assert utility.make_classifier("hist_gradient_boosting", 0, 1).min_samples_leaf == 20  # its own default
+
+
+@pytest.mark.parametrize("leaf", [0, 2.5, True, "1"])
+def test_tree_leaf_option_refuses_what_is_not_a_row_count(leaf):
+    with pytest.raises(ValueError, match="tree_min_samples_leaf"):
+        utility.check_options({**utility.OPTIONS, "tree_min_samples_leaf": leaf})
