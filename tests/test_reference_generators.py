@@ -10,6 +10,7 @@ import pytest
 
 from harness import Budget
 from harness.privacy import reaccount
+from harness.schema import Column, ColumnKind, Schema
 from plugins.generators.independent import SPEC as INDEPENDENT
 from plugins.generators.real import Real
 from plugins.generators.uniform import Uniform
@@ -32,6 +33,25 @@ def test_independent_without_target_forgets_the_label_dependence(adult_split, ad
     synthetic = generator.sample(20000, seed=1)
     table = crosstab(synthetic)
     assert np.abs(table.loc["<=50K"] - table.loc[">50K"]).max() < 0.03
+
+
+def test_independent_histograms_past_int8_category_codes():
+    """Five target classes × 66 feature categories: the class-conditional cell index reaches 329, past
+    the int8 category codes (Intrusion's `service` given its attack class failed with a negative index)."""
+    schema = Schema("wide", columns=(
+        Column("service", ColumnKind.CATEGORICAL, categories=tuple(f"s{i}" for i in range(66))),
+        Column("attack", ColumnKind.CATEGORICAL, categories=("a", "b", "c", "d", "e")),
+    ), target="attack")
+    attack = np.repeat(list("abcde"), 66)
+    service = [f"s{(i * 7 + k) % 66}" for k in range(5) for i in range(66)][: len(attack)]
+    # class "e" only ever shows s65, so its conditional histogram must put all its mass there
+    service = np.where(attack == "e", "s65", service)
+    train = schema.conform(pd.DataFrame({"service": service, "attack": attack}))
+    generator = INDEPENDENT.build({})
+    generator.fit(train, schema, Budget(math.inf), seed=0)
+    synthetic = generator.sample(5000, seed=1)
+    assert set(synthetic.loc[synthetic["attack"] == "e", "service"]) == {"s65"}
+    assert synthetic.loc[synthetic["attack"] == "a", "service"].nunique() > 50
 
 
 @pytest.mark.parametrize("mechanism", ["gaussian", "laplace"])

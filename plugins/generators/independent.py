@@ -43,11 +43,12 @@ class Bins:
         return cls(edges, len(edges) - 1)
 
     def cells(self, values: pd.Series) -> np.ndarray:
-        """The histogram cell of every value."""
+        """The histogram cell of every value, as int64: category codes are int8 below 128 categories,
+        and the class-conditional index `label * size + cell` would wrap past 127."""
         if values.isna().any():
             raise ValueError(f"independent: column {values.name!r} has missing values, which it cannot histogram")
         if self.edges is None:
-            return values.cat.codes.to_numpy()
+            return values.cat.codes.to_numpy().astype(np.int64)
         return np.clip(np.searchsorted(self.edges, values.to_numpy(dtype=float), side="right") - 1, 0, self.size - 1)
 
 
