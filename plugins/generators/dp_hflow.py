@@ -250,7 +250,7 @@ class HFlow(nn.Module):
     def _inverse_spline(self, y: Tensor, block: int) -> Tensor:
         x = torch.zeros_like(y)
         for i in range(self.features):
-            params = self.made(x, block)[:, i]
+            params = self.made.feature_outputs(x, block, i)
             x[:, i] = rq_spline(y[:, i], params, self.tail_bound, inverse=True)[0]
         return x
 

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 
 import torch
 from torch import Tensor, nn
+from torch.nn import functional as F
 
 from plugins.nn.layers import made_masks
 from plugins.nn.shared import SharedLinear, SharedMaskedLinear
@@ -38,11 +39,24 @@ class ConditionalMADE(nn.Module):
         nn.init.zeros_(self.context[-1].weight)
 
     def forward(self, x: Tensor, context: int) -> Tensor:
+        h, q = self._last_hidden(x, context)
+        out = self.masked[-1](h) + self.context[-1](q)
+        return out.view(len(x), self.features, self.outputs_per_feature)
+
+    def feature_outputs(self, x: Tensor, context: int, feature: int) -> Tensor:
+        """`forward(x, context)[:, feature]` without the other features' outputs. Inverting the flow
+        takes one pass per feature and needs one feature's outputs from each; the output layer,
+        features × outputs_per_feature wide, is most of a pass."""
+        h, q = self._last_hidden(x, context)
+        rows = slice(feature * self.outputs_per_feature, (feature + 1) * self.outputs_per_feature)
+        last, ctx = self.masked[-1], self.context[-1]
+        return F.linear(h, last.weight[rows] * last.mask[rows], last.bias[rows]) + F.linear(q, ctx.weight[rows])
+
+    def _last_hidden(self, x: Tensor, context: int) -> tuple[Tensor, Tensor]:
         onehot = torch.zeros(len(x), self.contexts, dtype=x.dtype, device=x.device)
         onehot[:, context] = 1.0
         q = self.embedding(onehot)
         h = x
         for layer, ctx in zip(self.masked[:-1], self.context[:-1]):
             h = torch.relu(layer(h) + ctx(q))
-        out = self.masked[-1](h) + self.context[-1](q)
-        return out.view(len(x), self.features, self.outputs_per_feature)
+        return h, q

@@ -102,6 +102,21 @@ def test_made_outputs_are_autoregressive_in_every_block():
     assert not torch.allclose(flow.made(x, 0), flow.made(x, 1))  # the block embedding matters
 
 
+def test_made_single_feature_outputs_equal_the_full_pass():
+    """Sampling reads one feature's spline parameters per pass (`feature_outputs`); they must be the
+    full pass's, in every block, with the zero-initialised output layer made non-trivial."""
+    flow = _flow(d=5)
+    with torch.no_grad():
+        for layer in (flow.made.masked[-1], flow.made.context[-1]):
+            layer.weight.normal_(generator=torch.Generator().manual_seed(4))
+        flow.made.masked[-1].bias.normal_(generator=torch.Generator().manual_seed(5))
+    x = torch.randn(7, 5, generator=torch.Generator().manual_seed(6), dtype=torch.float64)
+    for block in range(3):
+        full = flow.made(x, block)
+        for i in range(5):
+            torch.testing.assert_close(flow.made.feature_outputs(x, block, i), full[:, i])
+
+
 # ---------------------------------------------------------------------------------------------
 # Per-example gradients of the custom layers
 # ---------------------------------------------------------------------------------------------
