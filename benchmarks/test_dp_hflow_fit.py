@@ -43,8 +43,8 @@ def test_private_adult_fit_within_ten_minutes(benchmark):
     assert stats["fit_cpu_s"] < TEN_MINUTES
 
 
-# 20,000 rows of Census width took 19.7 s of CPU when every pass computed all 41 columns' spline
-# parameters, and 4.6 s with only the inverted column's (2026-11-26).
+# 20,000 rows of Census width took 19.7 s (wall, one job on the cores) when every pass computed all
+# 41 columns' spline parameters, and 4.6 s with only the inverted column's; here 4.3 CPU-s (2026-11-26).
 SAMPLE_ROWS, SAMPLE_CPU_LIMIT = 20_000, 12.0
 
 

@@ -53,6 +53,7 @@ class ConditionalMADE(nn.Module):
         return F.linear(h, last.weight[rows] * last.mask[rows], last.bias[rows]) + F.linear(q, ctx.weight[rows])
 
     def _last_hidden(self, x: Tensor, context: int) -> tuple[Tensor, Tensor]:
+        """The last hidden layer's activations, and the block embedding q(context)."""
         onehot = torch.zeros(len(x), self.contexts, dtype=x.dtype, device=x.device)
         onehot[:, context] = 1.0
         q = self.embedding(onehot)
