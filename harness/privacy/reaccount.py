@@ -46,6 +46,17 @@ class Reaccounting:
                 "verdict": self.verdict, "detail": self.detail, "rdp_epsilon": self.rdp_epsilon}
 
 
+# The parameter that carries each mechanism's noise. At zero the mechanism releases its input
+# exactly (ε = ∞), and the accountants divide by it: the PRV one at σ = 0 ran for minutes and
+# exhausted memory instead of answering.
+NOISE_PARAMS = {"laplace": "scale", "gaussian": "sigma", "subsampled_gaussian": "noise_multiplier"}
+
+
+def _noise_free(entry: LedgerEntry) -> bool:
+    key = NOISE_PARAMS.get(entry.mechanism)
+    return key is not None and float(entry.params[key]) <= 0
+
+
 def _pure_epsilon(entry: LedgerEntry) -> float | None:
     """ε of an entry that is pure DP by its parameters, else None."""
     p = entry.params
@@ -167,6 +178,14 @@ def reaccount(ledger: Ledger, budget: Budget) -> Reaccounting:
                                 f"a non-private run under the finite budget ε={budget.epsilon:g}")
         return Reaccounting(math.inf, 0.0, "none", "ok", "non-private run (ε = ∞): nothing to account")
     delta = ledger.delta
+    noise_free = sorted({e.mechanism for e in ledger.entries if _noise_free(e)})
+    if noise_free:
+        spent = f"{noise_free} entries add no noise, so they spend ε = ∞"
+        if math.isfinite(ledger.epsilon):
+            return Reaccounting(math.inf, delta, "none", "underclaimed", f"claimed ε={ledger.epsilon:.6g} but {spent}")
+        if budget.is_private:
+            return Reaccounting(math.inf, delta, "none", "over_budget", f"{spent}, over the budget ε={budget.epsilon:g}")
+        return Reaccounting(math.inf, delta, "none", "ok", f"{spent}, within the budget ε = ∞")
     try:
         epsilon, accountant = independent_epsilon(ledger.entries, delta, _eps_error(ledger.epsilon, ledger.entries))
     except PrivacyViolation as err:

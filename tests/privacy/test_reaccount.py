@@ -95,3 +95,19 @@ def test_gaussian_releases_are_re_accounted_exactly_at_any_epsilon(epsilon):
     honest = reaccount(ledger(3.9 * calibrate_gaussian(epsilon, 1e-5)), Budget(epsilon, 1e-5))
     assert honest.verdict == "ok" and honest.epsilon == pytest.approx(epsilon, rel=1e-6)
     assert reaccount(ledger(3.9 * calibrate_gaussian(epsilon, 1e-5) * 0.9), Budget(epsilon, 1e-5)).verdict == "underclaimed"
+
+
+@pytest.mark.parametrize(("claimed", "budget", "verdict"), [
+    (math.inf, math.inf, "ok"),  # DP-SGD run without noise under ε = ∞ (`dpsgd_lr` at ε = ∞)
+    (math.inf, 1.0, "over_budget"),
+    (1.0, 10.0, "underclaimed"),
+])
+def test_noise_free_entries_spend_infinite_epsilon_without_calling_an_accountant(claimed, budget, verdict):
+    """At σ = 0 the PRV accountant ran for minutes and was killed for memory (a grid cell at 11 GB)."""
+    ledger = _dpsgd_ledger([Phase(0.01, 1.2, 100)], claimed)
+    ledger.record(LedgerEntry("subsampled_gaussian", math.inf, 1e-5,
+                              {"sample_rate": 0.0106, "noise_multiplier": 0.0, "steps": 470}, "test"))
+    ledger.record(LedgerEntry("laplace", math.inf, 0.0, {"l1_sensitivity": 1.0, "scale": 0.0}, "test"))
+    result = reaccount(ledger, Budget(budget, 1e-5))
+    assert result.verdict == verdict and result.epsilon == math.inf
+    assert "['laplace', 'subsampled_gaussian'] entries add no noise" in result.detail
