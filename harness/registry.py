@@ -145,6 +145,9 @@ class Registry:
                 specs = impl.function()
             except Exception as err:
                 raise PluginError(f"{where} raised in {hook.name}(): {type(err).__name__}: {err}") from err
+            if specs is not None and not isinstance(specs, (list, tuple)):
+                raise PluginError(f"{where}: {hook.name}() returned {type(specs).__name__}, "
+                                  f"not a list of {spec_type.__name__}")
             for spec in specs or []:
                 if not isinstance(spec, spec_type):
                     raise PluginError(f"{where}: {hook.name}() returned {type(spec).__name__}, not a {spec_type.__name__}")

@@ -27,9 +27,10 @@ from harness.datafiles import DatasetUnavailable
 from harness.executors import Plan, make_executor
 from harness.privacy import Budget, Guarantee, Ledger, PrivacyViolation, reaccount
 from harness.registry import Provided, Registry
+from harness.schema import Schema
 from harness.store import RunStore
 from harness.worker import Outcome
-from harness.specs import DatasetSpec, GeneratorSpec, MetricContext, MetricSpec, Split
+from harness.specs import DatasetSpec, GeneratorSpec, MetricContext, MetricSpec, SpecError, Split
 from harness.suite import GeneratorConfig, Settings, Suite
 
 STREAMS = ("fit", "sample", "evaluate")
@@ -79,6 +80,17 @@ def cell_key(content: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(content, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
+def _check_params(gen: GeneratorConfig, spec: Any) -> None:
+    """Build the plugin once, so unknown or invalid hyper-parameters are a user error before any work."""
+    try:
+        spec.build(gen.params)
+    except SpecError:
+        raise
+    except Exception as err:  # the plugin's own check of a value, or a value of the wrong type
+        raise SpecError(f"{gen.kind} {gen.name!r}: invalid hyper-parameters {gen.params}: "
+                        f"{type(err).__name__}: {err}") from err
+
+
 def expand(suite: Suite, registry: Registry) -> list[Cell]:
     """All cells of the suite; unknown plugin names and hyper-parameters fail here, before any work."""
     metric_names = suite.metrics if suite.metrics is not None else tuple(sorted(registry.kinds["metric"]))
@@ -91,7 +103,7 @@ def expand(suite: Suite, registry: Registry) -> list[Cell]:
     for gen in suite.configs:
         provided = registry.get(gen.kind, gen.name)
         params = {**provided.spec.defaults, **gen.params}
-        provided.spec.build(gen.params)  # unknown or invalid hyper-parameters are a user error now
+        _check_params(gen, provided.spec)
         for dataset_name in suite.datasets:
             dataset = registry.dataset(dataset_name)
             for epsilon in suite.epsilons:
@@ -237,8 +249,10 @@ def run_cell(cell: Cell, registry: Registry, device: str = "cpu",
 def _stage(name: str, fn: Callable[[], Any]) -> Any:
     try:
         return fn()
-    except DatasetUnavailable:
-        raise
+    except DatasetUnavailable as err:
+        if name == "load":
+            raise
+        raise CellFailure(name, err) from err  # a generator's or metric's failure, not a missing dataset
     except Exception as err:  # a plugin's fault fails its cell, never the run
         raise CellFailure(name, err) from err
 
@@ -264,7 +278,7 @@ def _execute(cell: Cell, provided: Provided, dataset: DatasetSpec, metrics: list
     ledger: Ledger = _timed(result, "fit_seconds", "fit", lambda: generator.fit(train, schema, cell.budget, seeds["fit"]))
     ledger_json = check_ledger(ledger, spec, cell, result)
     raw = _timed(result, "sample_seconds", "sample", lambda: generator.sample(len(split.train), seeds["sample"]))
-    synthetic = _stage("validate", lambda: schema.conform(raw, f"synthetic data of generator {spec.name!r}"))
+    synthetic = _stage("validate", lambda: _conform_sample(raw, len(split.train), schema, spec.name))
     context = MetricContext(train=split.train, test=split.test, synthetic=synthetic, schema=schema,
                             seed=seeds["evaluate"], generator=generator)
     result["metrics"], result["metric_detail"] = {}, {}
@@ -282,13 +296,25 @@ def _execute(cell: Cell, provided: Provided, dataset: DatasetSpec, metrics: list
     return ledger_json, synthetic
 
 
+def _conform_sample(raw: Any, n: int, schema: Schema, generator: str) -> pd.DataFrame:
+    """The generator's sample in schema form; it must hold the `n` rows asked for, since metrics
+    compare it with a training split of that size."""
+    what = f"synthetic data of generator {generator!r}"
+    if not isinstance(raw, pd.DataFrame):
+        raise TypeError(f"{what}: sample() returned {type(raw).__name__}, not a pandas DataFrame")
+    if len(raw) != n:
+        raise ValueError(f"{what}: sample({n}) returned {len(raw)} rows")
+    return schema.conform(raw, what)
+
+
 def check_ledger(ledger: Ledger, spec: Any, cell: Cell, result: dict[str, Any]) -> dict[str, Any]:
     """Re-account a fitted plugin's ledger and refuse the cell unless its claim holds and fits the budget."""
     if not isinstance(ledger, Ledger):
         raise CellFailure("fit", TypeError(f"{cell.generator.kind} {spec.name!r}: fit() returned "
                                            f"{type(ledger).__name__}, not a Ledger"))
-    check = reaccount(ledger, cell.budget)
-    ledger_json = {**ledger.to_dict(), "budget": cell.budget.to_dict(), "reaccounted": check.to_dict()}
+    check = _stage("privacy", lambda: reaccount(ledger, cell.budget))
+    ledger_json = _stage("privacy", lambda: {**ledger.to_dict(), "budget": cell.budget.to_dict(),
+                                             "reaccounted": check.to_dict()})
     result["_ledger"] = ledger_json
     result["privacy"] = {"claimed_epsilon": ledger_json["epsilon"], "claimed_delta": ledger.delta,
                          "reaccounted": check.to_dict()}
@@ -297,7 +323,8 @@ def check_ledger(ledger: Ledger, spec: Any, cell: Cell, result: dict[str, Any]) 
             f"{cell.generator.kind} {spec.name!r} declares guarantee {spec.guarantee!s} but its ledger says {ledger.guarantee!s}"))
     _stage("privacy", lambda: ledger.check_within(cell.budget))
     if check.verdict != "ok":
-        raise CellFailure("privacy", PrivacyViolation(f"re-accounting verdict {check.verdict}: {check.detail}"))
+        raise CellFailure("privacy", PrivacyViolation(
+            f"{cell.generator.kind} {spec.name!r}: re-accounting verdict {check.verdict}: {check.detail}"))
     return ledger_json
 
 

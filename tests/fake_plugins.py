@@ -61,6 +61,41 @@ class SeedIgnorer(Uniform):
         return super().sample(n, 0)
 
 
+class Canceller(Uniform):
+    """Spends ε = 10 with a Laplace release, and records a negative exponential entry to cancel it."""
+
+    def fit(self, train: pd.DataFrame, schema: Schema, budget: Budget, seed: int) -> Ledger:
+        super().fit(train, schema, budget, seed)
+        return Ledger(Guarantee.FORMAL, [
+            LedgerEntry("laplace", 0.0, 0.0, {"l1_sensitivity": 10.0, "scale": 1.0}, "pure"),
+            LedgerEntry("exponential", 0.0, 0.0, {"inverse_temperature": -5.0, "utility_sensitivity": 1.0}, "pure"),
+        ])
+
+
+class ScaleForgetter(Uniform):
+    """Records a Laplace entry without its noise scale."""
+
+    def fit(self, train: pd.DataFrame, schema: Schema, budget: Budget, seed: int) -> Ledger:
+        super().fit(train, schema, budget, seed)
+        return Ledger(Guarantee.FORMAL, [LedgerEntry("laplace", budget.epsilon, 0.0, {"l1_sensitivity": 1.0}, "pure")])
+
+
+class ShortSampler(Uniform):
+    """Returns a tenth of the rows asked for."""
+
+    def sample(self, n: int, seed: int) -> pd.DataFrame:
+        return super().sample(n // 10, seed)
+
+
+class MissingWeights(Uniform):
+    """Fails its fit with the exception datasets raise for a missing file."""
+
+    def fit(self, train: pd.DataFrame, schema: Schema, budget: Budget, seed: int) -> Ledger:
+        from harness.datafiles import DatasetUnavailable
+
+        raise DatasetUnavailable("pretrained weights not found")
+
+
 def _spec(name: str, factory: type, guarantee: Guarantee = Guarantee.FORMAL) -> GeneratorSpec:
     return GeneratorSpec(name=name, version="1", factory=factory, guarantee=guarantee)
 
@@ -70,7 +105,9 @@ class FaultyGenerators:
     def dpgym_generators(self) -> list[GeneratorSpec]:
         return [_spec("overspender", Overspender), _spec("crasher", Crasher),
                 _spec("unknown_category", UnknownCategory, Guarantee.PURE),
-                _spec("seed_ignorer", SeedIgnorer, Guarantee.PURE)]
+                _spec("seed_ignorer", SeedIgnorer, Guarantee.PURE), _spec("canceller", Canceller),
+                _spec("scale_forgetter", ScaleForgetter), _spec("short_sampler", ShortSampler, Guarantee.PURE),
+                _spec("missing_weights", MissingWeights)]
 
 
 class QuieterIndependent(Independent):

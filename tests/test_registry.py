@@ -60,6 +60,17 @@ def test_wrong_spec_type_is_named():
         Registry.discover(extra={"bad": WrongType()})
 
 
+class BareSpec:
+    @hookimpl
+    def dpgym_generators(self):
+        return GeneratorSpec(name="bare", version="1", factory=Uniform, guarantee=Guarantee.PURE)
+
+
+def test_a_hook_returning_one_spec_instead_of_a_list_is_named():
+    with pytest.raises(PluginError, match=r"plugin 'bare'.*returned GeneratorSpec, not a list of GeneratorSpec"):
+        Registry.discover(extra={"bare": BareSpec()})
+
+
 class Misspelled:
     @hookimpl
     def dpgym_generator(self):  # no such hook

@@ -104,6 +104,47 @@ def test_overspending_generator_is_refused_and_not_ranked(registry, tmp_path):
     assert row.n_seeds == 0 and row.failures == 1
 
 
+def test_a_negative_ledger_parameter_cannot_cancel_another_entrys_spend(registry, tmp_path):
+    """The Laplace entry spends ε = 10; the exponential one's β = −5 would make the pure sum 0."""
+    run(grid("canceller", seeds=(0,)), tmp_path, registry)
+    (result,) = RunStore(tmp_path).results()
+    assert result["status"] == "failed" and result["error"]["stage"] == "privacy"
+    message = result["error"]["message"]
+    assert "generator 'canceller'" in message and "unaccountable" in message
+    assert "entry 1 (exponential): parameter 'inverse_temperature' is -5.0" in message
+
+
+@pytest.mark.parametrize("executor", ["serial", "processes"])
+def test_a_malformed_ledger_fails_its_cell_and_the_run_goes_on(registry, tmp_path, executor):
+    from harness.suite import Settings
+
+    summary = run(grid("scale_forgetter", "uniform", seeds=(0,)), tmp_path, registry, settings=Settings(executor=executor))
+    assert (summary.ok, summary.failed) == (1, 1)
+    result = next(r for r in RunStore(tmp_path).results() if r["cell"]["generator"] == "scale_forgetter")
+    assert result["error"]["stage"] == "privacy" and "parameter 'scale' is None" in result["error"]["message"]
+
+
+def test_a_sample_of_the_wrong_size_fails_the_cell_naming_the_generator(registry, tmp_path):
+    run(grid("short_sampler", seeds=(0,)), tmp_path, registry)
+    (result,) = RunStore(tmp_path).results()
+    assert result["status"] == "failed" and result["error"]["stage"] == "validate"
+    assert "generator 'short_sampler'" in result["error"]["message"] and "returned 3256 rows" in result["error"]["message"]
+
+
+def test_a_generator_raising_dataset_unavailable_fails_its_cell_at_fit(registry, tmp_path):
+    """Only a dataset's load may mark a cell unavailable, which the leaderboard does not count as a failure."""
+    summary = run(grid("missing_weights", seeds=(0,)), tmp_path, registry)
+    (result,) = RunStore(tmp_path).results()
+    assert (summary.failed, summary.unavailable) == (1, 0)
+    assert result["error"]["stage"] == "fit" and "pretrained weights not found" in result["error"]["message"]
+
+
+def test_invalid_hyper_parameter_values_are_a_user_error_naming_the_generator(registry):
+    suite = Suite("test", (GeneratorConfig("independent", {"numeric_bins": "many"}),), ("adult",), (1.0,), (0,), 1e-5)
+    with pytest.raises(SpecError, match=r"generator 'independent': invalid hyper-parameters \{'numeric_bins': 'many'\}"):
+        expand(suite, registry)
+
+
 def test_synthetic_rows_outside_the_schema_fail_the_cell_naming_the_generator(registry, tmp_path):
     run(grid("unknown_category", seeds=(0,)), tmp_path, registry)
     (result,) = RunStore(tmp_path).results()

@@ -10,6 +10,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from importlib.metadata import version
+from numbers import Real
 from typing import Any
 
 import numpy as np
@@ -44,6 +45,39 @@ class Reaccounting:
     def to_dict(self) -> dict[str, Any]:
         return {"epsilon": self.epsilon, "delta": self.delta, "accountant": self.accountant,
                 "verdict": self.verdict, "detail": self.detail, "rdp_epsilon": self.rdp_epsilon}
+
+
+# The parameters re-accounting reads from each mechanism's entry. Each must be a finite number ≥ 0:
+# the figures are sums over entries, so one negative sensitivity or ρ would cancel another entry's
+# real spend, and NaN compares false with every bound.
+ACCOUNTED_PARAMS = {
+    "laplace": ("l1_sensitivity", "scale"),
+    "gaussian": ("l2_sensitivity", "sigma"),
+    "subsampled_gaussian": ("sample_rate", "noise_multiplier", "steps"),
+    "exponential": ("inverse_temperature", "utility_sensitivity"),
+    "zcdp": ("rho",),
+}
+
+
+def _malformed(ledger: Ledger) -> str:
+    """What makes the ledger unaccountable from its recorded numbers, or "" when nothing does."""
+    for name, value in (("claimed ε", ledger.epsilon), ("claimed δ", ledger.delta)):
+        if isinstance(value, bool) or not (isinstance(value, Real) and value >= 0):  # NaN fails too
+            return f"the ledger's {name} is {value!r}, not a number ≥ 0"
+    for i, entry in enumerate(ledger.entries):
+        where = f"entry {i} ({entry.mechanism})"
+        for key in ACCOUNTED_PARAMS.get(entry.mechanism, ()):
+            value = entry.params.get(key)
+            if isinstance(value, bool) or not isinstance(value, Real):
+                return f"{where}: parameter {key!r} is {value!r}, not a number"
+            if not (math.isfinite(value) and value >= 0):
+                return f"{where}: parameter {key!r} is {value!r}; it must be finite and ≥ 0"
+        if entry.mechanism == "subsampled_gaussian":
+            if entry.params["sample_rate"] > 1:
+                return f"{where}: sample_rate {entry.params['sample_rate']!r} is above 1"
+            if entry.params["steps"] != int(entry.params["steps"]):
+                return f"{where}: steps {entry.params['steps']!r} is not a whole number"
+    return ""
 
 
 # The parameter that carries each mechanism's noise. At zero the mechanism releases its input
@@ -178,6 +212,9 @@ def reaccount(ledger: Ledger, budget: Budget) -> Reaccounting:
                                 f"a non-private run under the finite budget ε={budget.epsilon:g}")
         return Reaccounting(math.inf, 0.0, "none", "ok", "non-private run (ε = ∞): nothing to account")
     delta = ledger.delta
+    malformed = _malformed(ledger)
+    if malformed:
+        return Reaccounting(math.nan, delta, "none", "unaccountable", malformed)
     noise_free = sorted({e.mechanism for e in ledger.entries if _noise_free(e)})
     if noise_free:
         spent = f"{noise_free} entries add no noise, so they spend ε = ∞"

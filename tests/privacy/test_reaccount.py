@@ -111,3 +111,29 @@ def test_noise_free_entries_spend_infinite_epsilon_without_calling_an_accountant
     result = reaccount(ledger, Budget(budget, 1e-5))
     assert result.verdict == verdict and result.epsilon == math.inf
     assert "['laplace', 'subsampled_gaussian'] entries add no noise" in result.detail
+
+
+@pytest.mark.parametrize(("entry", "fault"), [
+    (LedgerEntry("laplace", 1.0, 0.0, {"l1_sensitivity": 1.0, "scale": math.nan}, "t"), "parameter 'scale' is nan"),
+    (LedgerEntry("laplace", 1.0, 0.0, {"l1_sensitivity": -1.0, "scale": 1.0}, "t"), "'l1_sensitivity' is -1.0"),
+    (LedgerEntry("laplace", 1.0, 0.0, {"l1_sensitivity": 1.0}, "t"), "parameter 'scale' is None, not a number"),
+    (LedgerEntry("zcdp", 1.0, 1e-6, {"rho": -2.0}, "t"), "parameter 'rho' is -2.0"),
+    (LedgerEntry("subsampled_gaussian", 1.0, 1e-6, {"sample_rate": 1.5, "noise_multiplier": 1.0, "steps": 10}, "t"),
+     "sample_rate 1.5 is above 1"),
+    (LedgerEntry("subsampled_gaussian", 1.0, 1e-6, {"sample_rate": 0.1, "noise_multiplier": 1.0, "steps": 2.5}, "t"),
+     "steps 2.5 is not a whole number"),
+])
+def test_malformed_parameters_are_unaccountable_not_a_crash_or_a_discount(entry, fault):
+    """Summed over entries, a negative sensitivity or ρ would cancel another entry's real spend."""
+    ledger = Ledger(Guarantee.FORMAL, [LedgerEntry("zcdp" if entry.mechanism == "zcdp" else "laplace", 1.0, 0.0,
+                                                   {"rho": 2.0} if entry.mechanism == "zcdp"
+                                                   else {"l1_sensitivity": 1.0, "scale": 1.0}, "t"), entry])
+    ledger.claim(2.0, 1e-5, "basic")
+    result = reaccount(ledger, Budget(10.0, 1e-5))
+    assert result.verdict == "unaccountable" and "entry 1" in result.detail and fault in result.detail
+
+
+def test_a_nan_claim_is_unaccountable():
+    ledger = _dpsgd_ledger([AE], math.nan)
+    result = reaccount(ledger, Budget(10.0, 1e-5))
+    assert result.verdict == "unaccountable" and "claimed ε is nan" in result.detail
