@@ -102,6 +102,22 @@ def test_the_report_command_writes_the_file(tmp_path):
     assert "uniform" in out.read_text()
 
 
+def test_a_dataset_whose_rows_break_its_schema_costs_its_figures_not_the_report(tmp_path):
+    schema = 'name = "{}"\nreviewed = true\n[[columns]]\nname = "x"\nkind = "integer"\nmin = 0\nmax = 10\n'
+    for name, rows in (("bad", "x\n1\n500\n"), ("good", "x\n" + "".join(f"{i % 10}\n" for i in range(50)))):
+        (tmp_path / f"{name}.csv").write_text(rows)
+        (tmp_path / f"{name}.schema.toml").write_text(schema.format(name))
+    suite = Suite("csv", (GeneratorConfig("uniform"),), (f"csv:{tmp_path / 'bad.csv'}", f"csv:{tmp_path / 'good.csv'}"),
+                  (1.0,), (0,), 1e-5, metrics=("fidelity",))
+    run_suite(suite, RunStore(tmp_path / "run"), Registry.discover(), show_progress=False)
+    done = subprocess.run([sys.executable, "-m", "harness.cli", "report", str(tmp_path / "run")],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    html = (tmp_path / "run" / "report.html").read_text()
+    assert "Real rows unavailable, so no marginal or Kendall-τ figures: SchemaError" in html
+    assert html.count("<img") > 0  # the good dataset's figures are drawn
+
+
 def test_the_marginal_figures_data_is_written_beside_the_report(smoke_report, smoke_run):
     html = smoke_report.read_text()
     shares = pd.read_csv(smoke_run / "report-marginals.csv")
