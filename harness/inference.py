@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from harness.schema import Column, ColumnKind, Schema
+from harness.schema import MAX_EXACT_INTEGER, Column, ColumnKind, Schema, SchemaError
 
 PARQUET_SUFFIXES = {".parquet", ".pq"}
 
@@ -36,15 +36,28 @@ class UnreviewedSchemaWarning(UserWarning):
 
 
 def read_table(path: str | Path) -> pd.DataFrame:
-    """A user's CSV (all fields as text, empty fields missing) or Parquet file, as the csv plugin reads it."""
+    """A user's CSV (all fields as text, empty fields missing) or Parquet file, as the csv plugin reads it.
+
+    A CSV header naming a column twice is refused: pandas would rename the second one (``a.1``), a
+    column the file does not have.
+    """
     path = Path(path)
     if path.suffix.lower() in PARQUET_SUFFIXES:
         return pd.read_parquet(path)
+    try:
+        header = pd.read_csv(path, header=None, nrows=1, dtype=str, keep_default_na=False).iloc[0].tolist()
+    except pd.errors.EmptyDataError:
+        raise SchemaError(f"{path}: the file is empty; it needs a header line naming the columns") from None
+    duplicates = sorted({name for name in header if header.count(name) > 1})
+    if duplicates:
+        raise SchemaError(f"{path}: the header names columns {duplicates} more than once")
     return pd.read_csv(path, dtype=str, keep_default_na=False, na_values=[""])
 
 
 def infer_schema(frame: pd.DataFrame, name: str, target: str | None = None) -> Schema:
     """A draft schema whose kinds, categories and bounds come from `frame` itself (see module doc)."""
+    if frame.empty:
+        raise SchemaError(f"no rows to draft schema {name!r} from (the file has {len(frame.columns)} columns, 0 rows)")
     columns = tuple(_infer_column(str(label), frame[label]) for label in frame.columns)
     return Schema(name=name, columns=columns, target=target, inferred_from_data=True, reviewed=False)
 
@@ -61,7 +74,8 @@ def _infer_column(name: str, values: pd.Series) -> Column:
     numbers = pd.to_numeric(present, errors="coerce") if not pd.api.types.is_bool_dtype(present) else None
     if numbers is not None and len(present) and not numbers.isna().any() and set(text) != {"0", "1"}:
         low, high = float(numbers.min()), float(numbers.max())
-        whole = bool(np.all(np.isfinite(numbers)) and np.all(numbers == np.round(numbers)))
+        whole = bool(np.all(np.isfinite(numbers)) and np.all(numbers == np.round(numbers))
+                     and max(-low, high) <= MAX_EXACT_INTEGER)
         kind = ColumnKind.INTEGER if whole else ColumnKind.CONTINUOUS
         if whole:
             low, high = math.floor(low), math.ceil(high)

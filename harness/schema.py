@@ -31,6 +31,11 @@ class ColumnKind(enum.StrEnum):
         return self in (ColumnKind.CONTINUOUS, ColumnKind.INTEGER)
 
 
+# Integer columns pass through float64 (in generators, metrics and CSV parsing), which is exact up
+# to here; beyond it values would round, and beyond 2^63 wrap in int64.
+MAX_EXACT_INTEGER = 2**53
+
+
 class SchemaError(ValueError):
     """A schema file, or a frame checked against a schema, is invalid. The message names the fault."""
 
@@ -55,6 +60,9 @@ class Column:
                 raise SchemaError(f"{where}: {self.kind} columns need public bounds 'min' and 'max'")
             if not (math.isfinite(self.min) and math.isfinite(self.max)) or self.min >= self.max:
                 raise SchemaError(f"{where}: bounds must be finite with min < max, got [{self.min}, {self.max}]")
+            if self.kind is ColumnKind.INTEGER and max(-self.min, self.max) > MAX_EXACT_INTEGER:
+                raise SchemaError(f"{where}: integer bounds [{self.min:g}, {self.max:g}] go beyond ±2^53, where "
+                                  "integers are no longer exact as floats; declare the column continuous")
             if self.categories:
                 raise SchemaError(f"{where}: a {self.kind} column takes no 'categories'")
         elif self.heavy_tailed:

@@ -9,7 +9,7 @@ are relative to the working directory. The train/test split is, in this order of
 - otherwise a seeded random split, ``test_fraction=0.2`` and ``seed=0`` unless given.
 
 Rows breaking the schema are an error naming the file, the column and the first offending rows
-(CSV rows by their line in the file). A schema drafted by ``dpgym schema infer`` and not yet
+(rows numbered from 1 after the header). A schema drafted by ``dpgym schema infer`` and not yet
 reviewed loads with an `UnreviewedSchemaWarning`. Optional top-level ``citation`` and ``license``
 keys of the schema file are reported as the dataset's provenance.
 """
@@ -64,12 +64,13 @@ def schema(path: Path) -> Schema:
 
 
 def _rows(path: Path) -> tuple[pd.DataFrame, str]:
-    """The file's rows, indexed by CSV line number so schema errors point into the file."""
+    """The file's rows, numbered from 1 so schema errors point into the file. They are records, not
+    lines: the CSV reader skips blank lines, and a quoted field may span lines."""
     frame = read_table(_require(path, "data file"))
-    what = str(path)
-    if path.suffix.lower() not in PARQUET_SUFFIXES:
-        frame.index = pd.RangeIndex(2, len(frame) + 2)  # line 1 is the header
-        what += " (rows by line number)"
+    what = f"{path} (rows numbered from 1 after the header)"
+    if frame.empty:
+        raise SchemaError(f"{path}: no data rows")
+    frame.index = pd.RangeIndex(1, len(frame) + 1)
     return frame, what
 
 

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import pandas as pd
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from hypothesis.extra.pandas import column, data_frames
+from hypothesis.extra.pandas import column, data_frames, range_indexes
 
-from harness import ColumnKind, Schema
+from harness import ColumnKind, Schema, SchemaError
 from harness.inference import draft_toml, infer_schema, read_table
 
 
@@ -33,6 +34,14 @@ def test_kinds_categories_and_bounds_come_from_the_rows():
     assert schema["city"].categories == ("Lima", "Oslo", "Pune")
     assert schema["income"].nullable and not schema["age"].nullable
     assert (schema["constant"].min, schema["constant"].max) == (7, 8)  # widened: bounds need min < max
+
+
+def test_integers_beyond_exact_float_range_are_drafted_continuous_and_a_header_alone_is_refused():
+    """An integer column bounded beyond ±2^53 would round in float64 and, past 2^63, wrap in int64."""
+    schema = infer_schema(pd.DataFrame({"bytes": ["0", "10000000000000000000"], "n": ["1", "2"]}), "t")
+    assert schema["bytes"].kind is ColumnKind.CONTINUOUS and schema["n"].kind is ColumnKind.INTEGER
+    with pytest.raises(SchemaError, match=r"no rows to draft schema 't' from \(the file has 2 columns, 0 rows\)"):
+        infer_schema(pd.DataFrame({"a": [], "b": []}), "t")
 
 
 def test_the_draft_is_marked_and_says_why_it_must_be_reviewed():
@@ -81,7 +90,7 @@ def test_cli_schema_infer_writes_a_draft_and_never_overwrites(tmp_path, capsys):
     column("x", elements=st.floats(-1e6, 1e6, allow_nan=False)),
     column("word", elements=st.sampled_from(["a", "b", "c", "d"])),
     column("maybe", elements=st.one_of(st.none(), st.sampled_from(["p", "q", "r"]))),
-]))
+], index=range_indexes(min_size=1)))  # a frame without rows is refused
 def test_a_draft_accepts_the_rows_it_was_drawn_from(rows):
     schema = infer_schema(rows, "drawn")
     assert schema.violations(rows) == []

@@ -113,20 +113,42 @@ def test_a_missing_height_is_allowed_where_the_schema_says_nullable(folder):
         ("age", "200", "values outside the public bounds"),
     ],
 )
-def test_a_row_breaking_the_schema_is_rejected_naming_file_column_and_line(folder, column, value, fault):
+def test_a_row_breaking_the_schema_is_rejected_naming_file_column_and_row(folder, column, value, fault):
     frame = people().astype(object)
-    frame.loc[6, column] = value  # data row 6 is line 8 of the file (line 1 is the header)
+    frame.loc[6, column] = value  # the 7th data row
     frame.to_csv(folder / "people.csv", index=False)
     with pytest.raises(SchemaError) as caught:
         user_csv.spec(str(folder / "people.csv")).load()
     message = str(caught.value)
     assert str(folder / "people.csv") in message and f"column {column!r}: {fault}" in message
-    assert "(first: 8=" in message
+    assert "rows numbered from 1 after the header" in message and "(first: 7=" in message
+
+
+def test_rows_are_numbered_as_records_when_blank_lines_shift_the_lines(folder):
+    frame = people().astype(object)
+    frame.loc[6, "colour"] = "purple"
+    lines = frame.to_csv(index=False).splitlines()
+    lines[2:2] = ["", ""]  # blank lines the reader skips
+    (folder / "people.csv").write_text("\n".join(lines) + "\n")
+    with pytest.raises(SchemaError, match=r"unknown categories: 1 rows \(first: 7='purple'\)"):
+        user_csv.spec(str(folder / "people.csv")).load()
+
+
+@pytest.mark.parametrize(("text", "fault"), [
+    ("", "the file is empty"),
+    ("age,colour,smoker\n", "no data rows"),
+    ("age,age,smoker\n40,41,yes\n", r"the header names columns \['age'\] more than once"),
+])
+def test_empty_files_and_repeated_column_names_are_refused_naming_the_file(folder, text, fault):
+    (folder / "people.csv").write_text(text)
+    with pytest.raises(SchemaError, match=fault) as caught:
+        user_csv.spec(str(folder / "people.csv")).load()
+    assert str(folder / "people.csv") in str(caught.value)
 
 
 def test_a_bad_split_column_value_is_rejected(folder):
     people().assign(part=["train"] * 19 + ["validation"]).to_csv(folder / "people.csv", index=False)
-    with pytest.raises(SchemaError, match=r"split column 'part' must hold train or test: 1 rows \(first: 21='validation'\)"):
+    with pytest.raises(SchemaError, match=r"split column 'part' must hold train or test: 1 rows \(first: 20='validation'\)"):
         user_csv.spec(f"{folder / 'people.csv'},split_column=part").load()
 
 
