@@ -68,10 +68,15 @@ def draft_toml(schema: Schema, source: str) -> str:
 
 
 def _infer_column(name: str, values: pd.Series) -> Column:
+    if pd.api.types.is_datetime64_any_dtype(values) or pd.api.types.is_timedelta64_dtype(values):
+        raise SchemaError(f"column {name!r} holds dates or times, which no column kind models: convert it to a "
+                          "number (e.g. days since a public reference date) or to text categories first")
     present = values.dropna()
     nullable = bool(values.isna().any())
     text = present.astype(str)
-    numbers = pd.to_numeric(present, errors="coerce") if not pd.api.types.is_bool_dtype(present) else None
+    # Booleans, nullable ones included (object or "boolean" dtype), are categories, not 0/1 numbers
+    boolean = len(present) > 0 and bool(present.map(lambda v: isinstance(v, (bool, np.bool_))).all())
+    numbers = pd.to_numeric(present, errors="coerce") if not boolean else None
     if numbers is not None and len(present) and not numbers.isna().any() and set(text) != {"0", "1"}:
         low, high = float(numbers.min()), float(numbers.max())
         whole = bool(np.all(np.isfinite(numbers)) and np.all(numbers == np.round(numbers))

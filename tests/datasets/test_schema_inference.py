@@ -44,6 +44,14 @@ def test_integers_beyond_exact_float_range_are_drafted_continuous_and_a_header_a
         infer_schema(pd.DataFrame({"a": [], "b": []}), "t")
 
 
+def test_booleans_with_missing_values_are_binary_and_dates_are_refused_naming_the_column():
+    flags = pd.DataFrame({"ok": pd.array([True, None, False], dtype="boolean"), "raw": [True, None, False]})
+    schema = infer_schema(flags, "t")
+    assert [(c.kind, c.categories, c.nullable) for c in schema.columns] == [(ColumnKind.BINARY, ("False", "True"), True)] * 2
+    with pytest.raises(SchemaError, match=r"column 'when' holds dates or times"):
+        infer_schema(pd.DataFrame({"when": pd.to_datetime(["2020-01-01", "2021-06-30"])}), "t")
+
+
 def test_the_draft_is_marked_and_says_why_it_must_be_reviewed():
     schema = infer_schema(frame(), "survey")
     assert schema.inferred_from_data and not schema.reviewed
