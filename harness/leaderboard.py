@@ -22,9 +22,9 @@ Statistics (see the README's leaderboard section for the reasoning):
   so the numbers are identical on every machine and independent of row order). One seed: no CI.
 - Failed or timed-out cells are *charged, not dropped* (SDGym's rule): each metric takes the
   uniform baseline's value for the same dataset and ε (same seed when it ran), and the fit time
-  is the run's time limit (``time_limit_seconds`` in run.json's suite) or, without one, the time
-  the cell ran before failing. ``n_seeds`` counts the seeds that finished, ``failures`` the charged
-  ones; means, intervals and ranks are over both.
+  is the run's per-cell time limit (the ``timeout`` of its latest start, `run_time_limit`) or,
+  without one, the time the cell ran before failing. ``n_seeds`` counts the seeds that finished,
+  ``failures`` the charged ones; means, intervals and ranks are over both.
 - ``<m>_rank`` = 1 + the number of generators (same dataset and ε) whose CI lies entirely on the
   better side of this one's: generators whose intervals overlap share a rank.
 - The overall ranking treats every (dataset, ε, metric value) as a block, ranks the generators
@@ -354,6 +354,14 @@ def _ordered(board: pd.DataFrame, metrics: list[str]) -> pd.DataFrame:
     return board[head + per_metric + tail + learning + [f"{m}_rank" for m in metrics]]
 
 
+def run_time_limit(manifest: dict[str, Any]) -> float | None:
+    """The wall-clock limit per cell of the run's latest (re)start: its resolved execution settings,
+    where a command-line --timeout overrides the suite's [settings]."""
+    history = manifest.get("history") or [{}]
+    timeout = (history[-1].get("execution") or {}).get("timeout")
+    return float(timeout) if timeout else None
+
+
 def build_leaderboard(run_dir: Path, directions: dict[str, Direction], keys: set[str] | None = None) -> Leaderboard:
     """Read a run directory (only the cells in `keys`, when given: cells of an earlier suite run
     into the same folder are not mixed in) and compute the board, charged cells and overall ranking."""
@@ -362,7 +370,7 @@ def build_leaderboard(run_dir: Path, directions: dict[str, Direction], keys: set
     if not results:
         raise ValueError(f"{run_dir} has no finished cells yet")
     manifest = json.loads((Path(run_dir) / "run.json").read_text()) if (Path(run_dir) / "run.json").exists() else {}
-    time_limit = (manifest.get("suite") or {}).get("time_limit_seconds")
+    time_limit = run_time_limit(manifest)
     cells = charge_failures(cell_rows(results), directions, time_limit)
     board = aggregate(cells, directions)
     metrics = [c.removeprefix("metric:") for c in cells.columns if c.startswith("metric:")]

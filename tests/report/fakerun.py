@@ -30,9 +30,12 @@ def result(generator: str, seed: int, metrics: dict[str, float], *, status: str 
     return out
 
 
-def write_run(root: Path, results: list[dict[str, Any]], suite: dict[str, Any] | None = None) -> Path:
+def write_run(root: Path, results: list[dict[str, Any]], suite: dict[str, Any] | None = None,
+              timeout: float | None = None) -> Path:
+    """`timeout`: the per-cell limit as the runner records it, in the manifest's execution history."""
     (root / "cells").mkdir(parents=True)
-    (root / "run.json").write_text(json.dumps({"format": "dpgym-run/1", "suite": suite or {"name": "test"}}))
+    (root / "run.json").write_text(json.dumps({"format": "dpgym-run/1", "suite": suite or {"name": "test"},
+                                               "history": [{"execution": {"timeout": timeout}}]}))
     for r in results:
         folder = root / "cells" / r["cell"]["key"]
         folder.mkdir()

@@ -71,7 +71,7 @@ def test_a_failed_cell_is_charged_the_uniform_score_at_its_seed_and_the_time_lim
     rows = [result("uniform", 0, scores(0.50, 0.50)), result("uniform", 1, scores(0.54, 0.52)),
             result("dpgan", 0, scores(0.80, 0.05)),
             result("dpgan", 1, {}, status="failed", total_seconds=7.0)]
-    run = write_run(tmp_path, rows, suite={"name": "t", "time_limit_seconds": 600})
+    run = write_run(tmp_path, rows, timeout=600)
     lb = build_leaderboard(run, DIRECTIONS)
     dpgan = lb.board.set_index("generator").loc["dpgan"]
     assert dpgan.failures == 1 and dpgan.n_seeds == 1
