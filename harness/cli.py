@@ -114,6 +114,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def suite_from_args(args: argparse.Namespace) -> Suite:
+    if args.seeds is not None and args.seeds < 1:
+        raise SuiteError(f"--seeds must be ≥ 1, got {args.seeds}")
     if args.suite:
         suite = load_suite(args.suite)
         replace = {}
@@ -121,7 +123,7 @@ def suite_from_args(args: argparse.Namespace) -> Suite:
             replace["datasets"] = tuple(_dataset_names(args.datasets))
         if args.epsilons:
             replace["epsilons"] = tuple(parse_epsilon(e, "--epsilons") for e in _csv(args.epsilons))
-        if args.seeds:
+        if args.seeds is not None:
             replace["seeds"] = tuple(range(args.seeds))
         if args.delta is not None:
             replace["delta"] = args.delta
@@ -300,6 +302,9 @@ def main(argv: list[str] | None = None) -> int:
             target = new_plugin(args.name, args.dir, taken=registry.kinds["generator"])
             console.print(f"plugin package written to {target}: see its README.md, then `pip install -e {target}`",
                           markup=False, soft_wrap=True)
+    except KeyboardInterrupt:
+        err.print("dpgym: interrupted; finished cells are kept, and the same command resumes the run", markup=False)
+        return 130
     except USER_ERRORS as error:
         err.print(f"dpgym: error: {error}", markup=False, soft_wrap=True)
         return 2

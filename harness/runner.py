@@ -99,7 +99,8 @@ def expand(suite: Suite, registry: Registry) -> list[Cell]:
                for name, given in suite.metric_options.items()}
     metric_keys = sorted((m.spec.name, m.spec.version, *([options[m.spec.name]] if m.spec.name in options else []))
                          for m in metrics)
-    cells = []
+    cells: list[Cell] = []
+    first: dict[str, Cell] = {}  # cell key → the first cell that has it
     for gen in suite.configs:
         provided = registry.get(gen.kind, gen.name)
         params = {**provided.spec.defaults, **gen.params}
@@ -117,8 +118,14 @@ def expand(suite: Suite, registry: Registry) -> list[Cell]:
                         "delta": repr(float(suite.delta)),
                         "seed": seed,
                     }
-                    cells.append(Cell(gen, dataset_name, epsilon, suite.delta, seed, tuple(metric_names), cell_key(content),
-                                      tuple(sorted(options.items()))))
+                    cell = Cell(gen, dataset_name, epsilon, suite.delta, seed, tuple(metric_names), cell_key(content),
+                                tuple(sorted(options.items())))
+                    if cell.key in first:
+                        raise SpecError(f"{first[cell.key].generator.display!r} and {gen.display!r} configure the same "
+                                        f"cell ({gen.name} with the same hyper-parameters once defaults are filled "
+                                        f"in, on {dataset_name} at ε={epsilon:g}, seed {seed}); drop one")
+                    first[cell.key] = cell
+                    cells.append(cell)
     return cells
 
 
@@ -373,12 +380,21 @@ def run_suite(suite: Suite, store: RunStore, registry: Registry, retry_failed: b
     with store.locked():
         store.write_manifest(suite.to_dict(), execution=asdict(plan))
         todo = []
+        finished_failed = 0
         for cell in cells:
             status = store.status(cell.key)
             if status is None or status in redo:
                 todo.append(cell)
             else:
                 summary.skipped += 1
+                finished_failed += status != "ok"
+                store.relabel(cell.key, cell.generator.display)  # the label is display, not part of the key
+        if finished_failed:
+            summary.messages.append(f"{finished_failed} of the cells already done had failed or were unavailable; "
+                                    "re-run with --retry-failed to run them again")
+        if plan.executor == "serial" and (plan.timeout or plan.max_memory):
+            summary.messages.append("the serial executor applies no timeout or memory limit; "
+                                    "use --executor processes to enforce them")
         with Progress(
             TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
             TextColumn("ok {task.fields[ok]} · failed {task.fields[failed]} · {task.fields[running]}"),
@@ -406,7 +422,8 @@ def _count(summary: RunSummary, cell: Cell, result: dict[str, Any]) -> None:
         summary.ok += 1
     elif status == "unavailable":
         summary.unavailable += 1
-        summary.messages.append(f"{cell.dataset} unavailable: {result['error']['message']}")
+        message = result["error"]["message"]
+        summary.messages.append(message if message.startswith(cell.dataset) else f"{cell.dataset} unavailable: {message}")
     else:
         summary.failed += 1
         err = result["error"]

@@ -17,6 +17,29 @@ class SpecError(ValueError):
     """A plugin returned a malformed spec."""
 
 
+def _fits_default(value: Any, default: Any) -> bool:
+    """A switch takes a boolean and a number a number: `--set x.flag=False` arrives as the string
+    "False", which is truthy. Other defaults (strings, None, lists) leave the check to the plugin."""
+    if isinstance(default, bool):
+        return isinstance(value, bool)
+    if isinstance(default, (int, float)):
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    return True
+
+
+def checked_params(kind: str, name: str, defaults: Mapping[str, Any], params: Mapping[str, Any]) -> dict[str, Any]:
+    """The defaults overridden by `params`, refusing unknown names and values of the wrong type."""
+    unknown = sorted(set(params) - set(defaults))
+    if unknown:
+        raise SpecError(f"{kind} {name!r}: unknown hyper-parameters {unknown} "
+                        f"(it takes: {', '.join(sorted(defaults)) or 'none'})")
+    wrong = [f"{key}={value!r} (the default is {defaults[key]!r})"
+             for key, value in params.items() if not _fits_default(value, defaults[key])]
+    if wrong:
+        raise SpecError(f"{kind} {name!r}: hyper-parameters of the wrong type: {', '.join(wrong)}")
+    return {**defaults, **params}
+
+
 class Generator(Protocol):
     """A fitted-then-sampled synthetic data generator.
 
@@ -79,13 +102,7 @@ class GeneratorSpec:
         return self.availability() if self.availability else ""
 
     def build(self, params: Mapping[str, Any]) -> Generator:
-        unknown = sorted(set(params) - set(self.defaults))
-        if unknown:
-            raise SpecError(
-                f"generator {self.name!r}: unknown hyper-parameters {unknown} "
-                f"(it takes: {', '.join(sorted(self.defaults)) or 'none'})"
-            )
-        return self.factory(**{**self.defaults, **params})
+        return self.factory(**checked_params("generator", self.name, self.defaults, params))
 
 
 @dataclass(frozen=True)
@@ -104,11 +121,7 @@ class LearnerSpec:
     resolver: Callable[[str, Any], LearnerSpec] | None = None  # (argument, registry) -> variant
 
     def build(self, params: Mapping[str, Any], device: str | None = None) -> Learner:
-        unknown = sorted(set(params) - set(self.defaults))
-        if unknown:
-            raise SpecError(f"learner {self.name!r}: unknown hyper-parameters {unknown} "
-                            f"(it takes: {', '.join(sorted(self.defaults)) or 'none'})")
-        return self.factory(**{**self.defaults, **params})
+        return self.factory(**checked_params("learner", self.name, self.defaults, params))
 
     @property
     def devices(self) -> frozenset[str]:

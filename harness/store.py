@@ -21,6 +21,7 @@ import shutil
 import subprocess
 import sys
 import time
+import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from importlib.metadata import PackageNotFoundError, version
@@ -113,9 +114,32 @@ class RunStore:
             raise StoreError(f"{self.root} is not a dpgym run directory (no run.json)")
         return json.loads(path.read_text())
 
+    def _result(self, path: Path) -> dict[str, Any] | None:
+        """A cell's result, or None (with a warning naming the file) when it is unreadable, e.g. cut
+        short by a full disk or edited by hand: the cell then counts as not run and is run again."""
+        try:
+            result = json.loads(path.read_text())
+            if isinstance(result, dict) and isinstance(result.get("cell"), dict) and "status" in result:
+                return result
+            problem = "not a dpgym cell result"
+        except (OSError, ValueError) as err:
+            problem = f"{type(err).__name__}: {err}"
+        warnings.warn(f"{path} is unreadable ({problem}); its cell counts as not run", stacklevel=3)
+        return None
+
     def status(self, key: str) -> str | None:
         path = self.cells / key / "result.json"
-        return json.loads(path.read_text())["status"] if path.exists() else None
+        result = self._result(path) if path.exists() else None
+        return result["status"] if result else None
+
+    def relabel(self, key: str, label: str) -> None:
+        """Give a finished cell the suite's current label for its generator."""
+        path = self.cells / key / "result.json"
+        result = self._result(path)
+        if result and result["cell"].get("generator") != label:
+            result["cell"]["generator"] = label
+            result.setdefault("generator", {})["label"] = label
+            write_json_atomic(path, result)
 
     def write_cell(self, key: str, result: dict[str, Any], ledger: dict[str, Any] | None,
                    synthetic: pd.DataFrame | None) -> None:
@@ -142,4 +166,5 @@ class RunStore:
         if not self.cells.exists():
             raise StoreError(f"{self.root} has no cells/ folder: not a dpgym run directory")
         paths = sorted(self.cells.glob("[!.]*/result.json"))
-        return [json.loads(p.read_text()) for p in paths if keys is None or p.parent.name in keys]
+        results = (self._result(p) for p in paths if keys is None or p.parent.name in keys)
+        return [r for r in results if r is not None]

@@ -165,6 +165,11 @@ class Suite:
         dupes = sorted({x for x in labels if labels.count(x) > 1})
         if dupes:
             raise SuiteError(f"suite {self.name!r}: generators {dupes} appear twice; give each a distinct 'label'")
+        for what in ("datasets", "epsilons", "seeds"):
+            values = getattr(self, what)
+            repeated = sorted({v for v in values if values.count(v) > 1}, key=str)
+            if repeated:
+                raise SuiteError(f"suite {self.name!r}: '{what}' lists {repeated} more than once")
         bad = [e for e in self.epsilons if not (e > 0)]
         if bad:
             raise SuiteError(f"suite {self.name!r}: epsilons must be positive (or inf), got {bad}")
@@ -192,21 +197,44 @@ class Suite:
         return (*self.generators, *self.learners)
 
 
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
 def parse_seeds(value: Any, where: str) -> tuple[int, ...]:
-    if isinstance(value, int) and not isinstance(value, bool):
+    if _is_int(value):
         if value < 1:
             raise SuiteError(f"{where}: 'seeds' must be ≥ 1, got {value}")
         return tuple(range(value))
-    if isinstance(value, list) and all(isinstance(s, int) for s in value):
+    if isinstance(value, list) and all(_is_int(s) and s >= 0 for s in value):
         return tuple(value)
-    raise SuiteError(f"{where}: 'seeds' must be a count or a list of integers, got {value!r}")
+    raise SuiteError(f"{where}: 'seeds' must be a count or a list of integers ≥ 0, got {value!r}")
 
 
 def parse_epsilon(value: Any, where: str) -> float:
-    try:
-        return float(value)  # float("inf") reads "inf"
-    except (TypeError, ValueError):
-        raise SuiteError(f"{where}: {value!r} is not an epsilon (a positive number or inf)") from None
+    if not isinstance(value, bool):
+        try:
+            return float(value)  # float("inf") reads "inf"
+        except (TypeError, ValueError):
+            pass
+    raise SuiteError(f"{where}: {value!r} is not an epsilon (a positive number or inf)")
+
+
+def _names(raw: dict[str, Any], key: str, where: str) -> tuple[str, ...] | None:
+    """A list of names (datasets, metrics); a bare string would otherwise split into letters."""
+    value = raw.get(key)
+    if value is None:
+        return None
+    if not (isinstance(value, list) and all(isinstance(v, str) and v for v in value)):
+        raise SuiteError(f"{where}: '{key}' must be a list of names, got {value!r}")
+    return tuple(value)
+
+
+def _list(raw: dict[str, Any], key: str, where: str) -> list[Any]:
+    value = raw.get(key, [])
+    if not isinstance(value, list):
+        raise SuiteError(f"{where}: '{key}' must be a list, got {value!r}")
+    return value
 
 
 def suite_from_dict(raw: dict[str, Any], where: str) -> Suite:
@@ -215,18 +243,24 @@ def suite_from_dict(raw: dict[str, Any], where: str) -> Suite:
     unknown = sorted(set(raw) - allowed)
     if unknown:
         raise SuiteError(f"{where}: unknown keys {unknown} (allowed: {', '.join(sorted(allowed))})")
-    metrics = raw.get("metrics")
+    metrics = _names(raw, "metrics", where)
+    delta = raw.get("delta", 1e-5)
+    if isinstance(delta, bool) or not isinstance(delta, (int, float)):
+        raise SuiteError(f"{where}: 'delta' must be a number, got {delta!r}")
+    if not isinstance(raw.get("settings", {}), dict):
+        raise SuiteError(f"{where}: 'settings' must be a table [settings], got {raw['settings']!r}")
     return Suite(
         name=str(raw.get("name", where)),
         generators=_configs(raw, "generators", where),
         learners=_configs(raw, "learners", where),
-        datasets=tuple(raw.get("datasets", [])),
-        epsilons=tuple(parse_epsilon(e, where) for e in raw.get("epsilons", [])),
+        datasets=_names(raw, "datasets", where) or (),
+        epsilons=tuple(parse_epsilon(e, where) for e in _list(raw, "epsilons", where)),
         seeds=parse_seeds(raw.get("seeds", 1), where),
-        delta=float(raw.get("delta", 1e-5)),
-        metrics=tuple(metrics) if metrics is not None else None,
+        delta=float(delta),
+        metrics=metrics,
         settings=settings_from_dict(raw.get("settings", {}), where),
-        metric_options=_metric_options(raw.get("metric_options", {}), metrics, where),
+        metric_options=_metric_options(raw.get("metric_options", {}), list(metrics) if metrics is not None else None,
+                                       where),
     )
 
 
@@ -244,14 +278,16 @@ def _metric_options(raw: Any, metrics: list[str] | None, where: str) -> dict[str
 def _configs(raw: dict[str, Any], what: str, where: str) -> tuple[GeneratorConfig, ...]:
     """`[[generators]]` / `[[learners]]` tables; learners may also be plain names."""
     configs = []
-    for i, g in enumerate(raw.get(what, [])):
+    for i, g in enumerate(_list(raw, what, where)):
         if what == "learners" and isinstance(g, str):
             g = {"name": g}
-        if not isinstance(g, dict) or "name" not in g:
-            raise SuiteError(f"{where}: {what}[{i}] needs a 'name'")
+        if not isinstance(g, dict) or not isinstance(g.get("name"), str) or not g["name"]:
+            raise SuiteError(f"{where}: {what}[{i}] needs a 'name' (a string)")
         extra = sorted(set(g) - {"name", "label", "params"})
         if extra:
             raise SuiteError(f"{where}: {what}[{i}] ({g['name']}) has unknown keys {extra}")
+        if not isinstance(g.get("params", {}), dict) or not isinstance(g.get("label", ""), str):
+            raise SuiteError(f"{where}: {what}[{i}] ({g['name']}): 'params' must be a table and 'label' a string")
         configs.append(GeneratorConfig(g["name"], dict(g.get("params", {})), g.get("label", ""),
                                        kind="learner" if what == "learners" else "generator"))
     return tuple(configs)

@@ -15,7 +15,7 @@ from harness.registry import Registry
 from harness.runner import expand, seed_streams
 from harness.specs import SpecError
 from harness.store import RunStore, StoreError
-from harness.suite import GeneratorConfig, Suite, SuiteError, apply_overrides, load_suite
+from harness.suite import GeneratorConfig, Settings, Suite, SuiteError, apply_overrides, load_suite
 from tests.fake_plugins import FAULTY
 
 
@@ -80,6 +80,41 @@ def test_resume_redoes_only_missing_cells(registry, tmp_path):
     pd.testing.assert_frame_equal(board_before.drop(columns=timing), board_after.drop(columns=timing))
 
 
+def test_an_unreadable_cell_result_is_named_and_its_cell_run_again(registry, tmp_path):
+    suite = grid("uniform")
+    run(suite, tmp_path, registry)
+    broken = sorted((tmp_path / "cells").iterdir())[0] / "result.json"
+    broken.write_text(broken.read_text()[:200])  # cut short, as by a full disk
+    with pytest.warns(UserWarning, match=rf"{broken} is unreadable \(JSONDecodeError"):
+        assert len(RunStore(tmp_path).results()) == 1
+        again = run(suite, tmp_path, registry)
+    assert (again.skipped, again.ok) == (1, 1)
+    assert len(RunStore(tmp_path).results()) == 2
+
+
+def test_a_renamed_label_relabels_the_finished_cells_on_resume(registry, tmp_path):
+    run(replace(grid("uniform"), generators=(GeneratorConfig("uniform", label="old"),)), tmp_path, registry)
+    again = run(replace(grid("uniform"), generators=(GeneratorConfig("uniform", label="new"),)), tmp_path, registry)
+    assert again.skipped == 2
+    board, _ = write_leaderboard(tmp_path, {})
+    assert list(board.generator) == ["new"]
+
+
+def test_two_labels_for_the_same_configuration_are_refused(registry):
+    """independent's default mechanism is gaussian: both entries would write the same cells."""
+    suite = replace(grid("independent"), generators=(
+        GeneratorConfig("independent", label="plain"), GeneratorConfig("independent", {"mechanism": "gaussian"}, "gauss")))
+    with pytest.raises(SpecError, match=r"'plain' and 'gauss' configure the same cell"):
+        expand(suite, registry)
+
+
+def test_a_hyper_parameter_of_the_wrong_type_is_refused(registry):
+    """`--set independent.given_target=False` is not TOML (false is), so it arrives as the truthy string "False"."""
+    suite = apply_overrides(grid("independent"), ["independent.given_target=False"])
+    with pytest.raises(SpecError, match=r"wrong type: given_target='False' \(the default is (True|False)\)"):
+        expand(suite, registry)
+
+
 def test_a_crashing_plugin_fails_its_cell_and_the_run_goes_on(registry, tmp_path):
     summary = run(grid("crasher", "uniform", seeds=(0,)), tmp_path, registry)
     assert (summary.ok, summary.failed) == (1, 1)
@@ -88,6 +123,7 @@ def test_a_crashing_plugin_fails_its_cell_and_the_run_goes_on(registry, tmp_path
     assert error["stage"] == "fit" and "model diverged" in error["message"] and "Traceback" in error["traceback"]
     again = run(grid("crasher", "uniform", seeds=(0,)), tmp_path, registry)
     assert again.skipped == 2  # failed cells are finished unless retried
+    assert any("1 of the cells already done had failed" in m and "--retry-failed" in m for m in again.messages)
     retried = run(grid("crasher", "uniform", seeds=(0,)), tmp_path, registry, retry_failed=True)
     assert (retried.skipped, retried.failed) == (1, 1)
 
@@ -104,6 +140,11 @@ def test_overspending_generator_is_refused_and_not_ranked(registry, tmp_path):
     assert row.n_seeds == 0 and row.failures == 1
 
 
+def test_a_serial_run_says_it_applies_no_limits(registry, tmp_path):
+    summary = run(grid("uniform", seeds=(0,)), tmp_path, registry, settings=Settings(executor="serial", timeout=60.0))
+    assert any("serial executor applies no timeout or memory limit" in m for m in summary.messages)
+
+
 def test_a_negative_ledger_parameter_cannot_cancel_another_entrys_spend(registry, tmp_path):
     """The Laplace entry spends ε = 10; the exponential one's β = −5 would make the pure sum 0."""
     run(grid("canceller", seeds=(0,)), tmp_path, registry)
@@ -116,8 +157,6 @@ def test_a_negative_ledger_parameter_cannot_cancel_another_entrys_spend(registry
 
 @pytest.mark.parametrize("executor", ["serial", "processes"])
 def test_a_malformed_ledger_fails_its_cell_and_the_run_goes_on(registry, tmp_path, executor):
-    from harness.suite import Settings
-
     summary = run(grid("scale_forgetter", "uniform", seeds=(0,)), tmp_path, registry, settings=Settings(executor=executor))
     assert (summary.ok, summary.failed) == (1, 1)
     result = next(r for r in RunStore(tmp_path).results() if r["cell"]["generator"] == "scale_forgetter")
@@ -140,8 +179,9 @@ def test_a_generator_raising_dataset_unavailable_fails_its_cell_at_fit(registry,
 
 
 def test_invalid_hyper_parameter_values_are_a_user_error_naming_the_generator(registry):
-    suite = Suite("test", (GeneratorConfig("independent", {"numeric_bins": "many"}),), ("adult",), (1.0,), (0,), 1e-5)
-    with pytest.raises(SpecError, match=r"generator 'independent': invalid hyper-parameters \{'numeric_bins': 'many'\}"):
+    suite = Suite("test", (GeneratorConfig("independent", {"numeric_bins": 0}),), ("adult",), (1.0,), (0,), 1e-5)
+    with pytest.raises(SpecError, match=r"generator 'independent': invalid hyper-parameters \{'numeric_bins': 0\}: "
+                                        r"ValueError: numeric_bins must be ≥ 1"):
         expand(suite, registry)
 
 
@@ -172,6 +212,28 @@ def test_suite_files_reject_unknown_keys(tmp_path):
     path = tmp_path / "s.toml"
     path.write_text('name = "s"\ndatasets = ["adult"]\nepsilon = [1]\n')
     with pytest.raises(SuiteError, match=r"unknown keys \['epsilon'\]"):
+        load_suite(str(path))
+
+
+@pytest.mark.parametrize(("toml", "fault"), [
+    ('seeds = [0, -1]', r"'seeds' must be a count or a list of integers ≥ 0"),
+    ('seeds = [0, 0]', r"'seeds' lists \[0\] more than once"),
+    ('epsilons = [1, 1.0]', r"'epsilons' lists \[1.0\] more than once"),
+    ('epsilons = [true]', r"True is not an epsilon"),
+    ('datasets = "adult"', r"'datasets' must be a list of names, got 'adult'"),
+    ('metrics = "fidelity"', r"'metrics' must be a list of names"),
+    ('delta = "small"', r"'delta' must be a number, got 'small'"),
+    ('settings = "fast"', r"'settings' must be a table"),
+    ('[[generators]]\nname = 5', r"generators\[1\] needs a 'name' \(a string\)"),
+    ('[[generators]]\nname = "uniform"\nparams = "x"', r"'params' must be a table"),
+])
+def test_suite_values_of_the_wrong_type_are_refused_naming_the_key(tmp_path, toml, fault):
+    path = tmp_path / "s.toml"
+    base = {"datasets": 'datasets = ["adult"]', "epsilons": "epsilons = [1]", "seeds": "seeds = 1"}
+    kept = [line for key, line in base.items() if not toml.startswith(key)]
+    path.write_text("\n".join(['name = "s"', *kept, *([] if toml.startswith("[[") else [toml]),
+                               '[[generators]]\nname = "uniform"', *([toml] if toml.startswith("[[") else [])]) + "\n")
+    with pytest.raises(SuiteError, match=fault):
         load_suite(str(path))
 
 
