@@ -218,8 +218,12 @@ def _generator_figures(run_dir: Path, mine: pd.DataFrame, reference: float, real
         at = ok[ok.epsilon == _reference_epsilon(sorted(ok.epsilon.unique()))]
     chosen = at.sort_values("seed").iloc[0]
     folder = run_dir / "cells" / chosen.key
-    synthetic = pd.read_parquet(folder / "synthetic.parquet")
     entry["cell"] = f"ε = {_eps(chosen.epsilon)}, seed {chosen.seed}"
+    try:
+        synthetic = pd.read_parquet(folder / "synthetic.parquet")
+    except (OSError, ValueError) as err:  # deleted or damaged since the run: the other figures still draw
+        entry["message"] = f"No figures: this cell's synthetic rows are unreadable ({type(err).__name__}: {err})"
+        return entry
     shares = figures.marginal_shares(real.train, synthetic, real.schema)
     entry["marginals"] = figures.marginals(shares, real.schema)
     entry["shares"] = shares.assign(epsilon=chosen.epsilon, seed=chosen.seed, cell=chosen.key)

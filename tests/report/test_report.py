@@ -102,6 +102,17 @@ def test_the_report_command_writes_the_file(tmp_path):
     assert "uniform" in out.read_text()
 
 
+def test_a_cell_whose_synthetic_rows_are_gone_costs_its_figures_not_the_report(tmp_path):
+    run = tmp_path / "run"
+    suite = Suite("one-cell", (GeneratorConfig("uniform"),), ("adult",), (1.0,), (0,), 1e-5, metrics=())
+    run_suite(suite, RunStore(run), Registry.discover(), show_progress=False)
+    (next((run / "cells").iterdir()) / "synthetic.parquet").unlink()
+    done = subprocess.run([sys.executable, "-m", "harness.cli", "report", str(run)], capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert "No figures: this cell&#39;s synthetic rows are unreadable (FileNotFoundError" in (run / "report.html").read_text()
+
+
 def test_a_dataset_whose_rows_break_its_schema_costs_its_figures_not_the_report(tmp_path):
     schema = 'name = "{}"\nreviewed = true\n[[columns]]\nname = "x"\nkind = "integer"\nmin = 0\nmax = 10\n'
     for name, rows in (("bad", "x\n1\n500\n"), ("good", "x\n" + "".join(f"{i % 10}\n" for i in range(50)))):
