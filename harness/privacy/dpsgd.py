@@ -65,6 +65,16 @@ class _Tap(torch.autograd.Function):
         return grad_output, None, None
 
 
+def _check_rows(module: nn.Module, leading: int, rows: int | None) -> None:
+    """Per-example gradients take the leading dimension of a layer's input as the row. A layer fed
+    rows reshaped (one slice per column) or a shared input (one row broadcast to all) would be
+    clipped per slice, so one row could move the sum by many clip norms."""
+    if rows is not None and leading != rows:
+        raise PrivacyViolation(
+            f"{type(module).__name__} got an input with leading dimension {leading} in a step of {rows} rows; "
+            "per-example clipping needs each layer's input to hold one entry per row, rows first")
+
+
 @dataclass
 class _HookEngine:
     """Per-example clipping inside the backward pass (see module docstring)."""
@@ -80,6 +90,7 @@ class _HookEngine:
     _arrived: dict = field(default_factory=dict)
     _deferred: list = field(default_factory=list)
     _summed: dict = field(default_factory=dict)
+    _leading: dict = field(default_factory=dict)  # layer → leading sizes of its inputs this step
 
     def __post_init__(self) -> None:
         unsupported = [type(m).__name__ for m, _ in self.layers if not has_rule(m)]
@@ -114,6 +125,7 @@ class _HookEngine:
             raise NotImplementedError(f"{type(module).__name__} returns {type(output).__name__}; taps need one tensor")
         self._calls[module] = self._calls.get(module, 0) + 1
         activations = args[0].detach()
+        self._leading.setdefault(module, set()).add(activations.shape[0] if activations.dim() else 0)
         return _Tap.apply(output, self._anchor, lambda g: self._on_backprop(module, activations, g.detach()))
 
     def _on_backprop(self, module: nn.Module, activations: Tensor, backprops: Tensor) -> None:
@@ -136,7 +148,13 @@ class _HookEngine:
         for p, g in clipped.items():
             self._summed[p] = self._summed[p] + g if p in self._summed else g
 
-    def collect(self) -> dict[nn.Parameter, Tensor]:
+    def collect(self, rows: int | None = None) -> dict[nn.Parameter, Tensor]:
+        """The clipped per-example gradients summed; with `rows`, every layer's input must have held
+        that many entries (the step's rows), else the clipping was per slice, not per row."""
+        leading, self._leading = self._leading, {}
+        for module, sizes in leading.items():
+            for size in sizes:
+                _check_rows(module, size, rows)
         for module in list(self._pending):  # outputs that never reached the loss contribute zero
             self._release(module)
         if self._deferred:
@@ -172,11 +190,13 @@ class _OpacusEngine:
             gsm.cleanup()
         self._wrapped = []
 
-    def collect(self) -> dict[nn.Parameter, Tensor]:
+    def collect(self, rows: int | None = None) -> dict[nn.Parameter, Tensor]:
         grads, thresholds = [], []
         for module, threshold in self.layers:
             params = [p for p in module.parameters(recurse=False) if p.requires_grad]
             if all(getattr(p, "grad_sample", None) is not None for p in params):
+                for p in params:
+                    _check_rows(module, p.grad_sample.shape[0], rows)
                 grads.append(MaterializedGrad({p: p.grad_sample for p in params}))
                 thresholds.append(threshold)
             for p in params:
@@ -220,6 +240,7 @@ class PrivatePhase:
         self.strategy = make_clipping(clipping)
         self.layers = split_clip_norm(list(self.networks.values()), self.clip_norm, network_shares)
         self.params = [p for m, _ in self.layers for p in m.parameters(recurse=False) if p.requires_grad]
+        self._refuse_unclipped_parameters()
         self.sampling = torch.Generator().manual_seed(seeds[0])
         self._noise_seed = seeds[1]
         self._noise: dict[torch.device, torch.Generator] = {}
@@ -228,6 +249,25 @@ class PrivatePhase:
         self.noise_multiplier: float | None = None
         self.steps_taken = 0
         self._attached = False
+        self._batch_rows = 0
+
+    def _refuse_unclipped_parameters(self) -> None:
+        """Each trainable parameter must belong to exactly one layer of the phase. Tied across two
+        layers, it would get two clipped contributions (sensitivity 2C where the noise is for C); in
+        an optimiser but in no layer, it would step on its raw gradient, neither clipped nor noised."""
+        names = {p: f"{net}.{name}" for net, network in self.networks.items() for name, p in network.named_parameters()}
+        owned = [p for m, _ in self.layers for p in m.parameters(recurse=False) if p.requires_grad]
+        tied = sorted({names.get(p, "?") for p in owned if sum(q is p for q in owned) > 1})
+        if tied:
+            raise ValueError(f"phase {self.name!r}: parameters {tied} are shared by more than one layer; each would "
+                             "be clipped once per layer, so a row's gradient could exceed the clip norm")
+        inside = set(map(id, owned))
+        outside = [p for o in self.optimizers for group in o.param_groups for p in group["params"]
+                   if p.requires_grad and id(p) not in inside]
+        if outside:
+            raise ValueError(f"phase {self.name!r}: its optimisers update {len(outside)} parameter(s) "
+                             f"{[tuple(p.shape) for p in outside][:5]} outside the phase's networks, which would "
+                             "train on unclipped, noiseless gradients; pass their networks to the phase")
 
     @property
     def expected_batch_size(self) -> float:
@@ -243,22 +283,30 @@ class PrivatePhase:
         self._attached = True
         try:
             for indices in sampler:
+                self._batch_rows = len(indices)
                 yield torch.as_tensor(indices, dtype=torch.long)
         finally:
             self.engine.detach()
             self._attached = False
 
-    def step(self, per_example_loss: Tensor) -> None:
-        """Backpropagate the per-example losses of the sampled rows, clip, add noise, step optimisers."""
+    def step(self, per_example_loss: Tensor, public_rows: int = 0) -> None:
+        """Backpropagate the per-example losses of the sampled rows, clip, add noise, step optimisers.
+
+        `public_rows`: the loss may end with this many entries for rows that depend on no private row
+        (a GAN's generated rows, from earlier noisy releases), each clipped like a real row. Their
+        number must not depend on the batch (e.g. the expected batch size), so that adding or
+        removing a training row still changes the clipped sum by at most C."""
         if not self._attached:
             raise RuntimeError("call step() inside `for idx in phase.batches()`")
         if self.steps_taken >= self.planned_steps:
             raise PrivacyViolation(f"phase {self.name!r} was calibrated for {self.planned_steps} steps")
-        if per_example_loss.dim() != 1:
-            raise ValueError(f"expected one loss per sampled row, shape (batch,), got {tuple(per_example_loss.shape)}")
+        rows = self._batch_rows + public_rows
+        if per_example_loss.dim() != 1 or len(per_example_loss) != rows:
+            raise ValueError(f"expected one loss per sampled row ({self._batch_rows}) and public row ({public_rows}), "
+                             f"shape ({rows},), got {tuple(per_example_loss.shape)}")
         if per_example_loss.requires_grad and per_example_loss.numel() > 0:  # else the gradient is 0
             per_example_loss.sum().backward()
-        summed = self.engine.collect()
+        summed = self.engine.collect(rows)
         self._refuse_non_finite(summed)
         std = self.noise_multiplier * self.clip_norm
         for p in self.params:

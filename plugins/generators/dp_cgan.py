@@ -142,7 +142,7 @@ class DPCGAN:
                 # one forward over real and generated rows: the engine takes one output per row
                 logits = discriminator(torch.cat([x[idx], fake]), torch.cat([y[idx], fake_labels])).squeeze(1)
                 real = len(idx)
-                phase.step(torch.cat([F.softplus(-logits[:real]), F.softplus(logits[real:])]))
+                phase.step(torch.cat([F.softplus(-logits[:real]), F.softplus(logits[real:])]), public_rows=m)
             finally:
                 batches.close()
             discriminator.requires_grad_(False)

@@ -259,3 +259,55 @@ def test_batch_norm_is_refused():
 def test_gdp_ledgers_are_marked_nominal():
     _, dp = _train(seed=0, steps=3, accountant="gdp")
     assert dp.ledger().guarantee == "nominal" and dp.ledger().composition == "gdp"
+
+
+def test_a_parameter_tied_across_two_layers_is_refused():
+    """Clipped once per layer, a row's gradient on it could reach 2C while the noise is for C."""
+    model = nn.Sequential(nn.Linear(4, 4), nn.Tanh(), nn.Linear(4, 4))
+    model[2].weight = model[0].weight
+    with pytest.raises(ValueError, match=r"parameters \['model.0.weight'\] are shared by more than one layer"):
+        DPSGD(Budget(1.0, 1e-5)).add_phase("tied", model, torch.optim.SGD(model.parameters(), lr=0.1),
+                                           n_rows=64, batch_size=8, steps=1)
+
+
+def test_an_optimiser_stepping_parameters_outside_the_phase_is_refused():
+    """The head's raw gradient would move it with neither clipping nor noise."""
+    encoder, head = nn.Linear(6, 4), nn.Linear(4, 1)
+    optimizer = torch.optim.SGD([*encoder.parameters(), *head.parameters()], lr=0.1)
+    with pytest.raises(ValueError, match=r"update 2 parameter\(s\) \[\(1, 4\), \(1,\)\] outside the phase's networks"):
+        DPSGD(Budget(1.0, 1e-5)).add_phase("enc", encoder, optimizer, n_rows=64, batch_size=8, steps=1)
+
+
+class _PerColumn(nn.Module):
+    """One Linear(1, 1) applied to every column: its input has rows × columns leading entries."""
+
+    def __init__(self):
+        super().__init__()
+        self.encode = nn.Linear(1, 1)
+
+    def forward(self, x):
+        return self.encode(x.reshape(-1, 1)).reshape(x.shape)
+
+
+@pytest.mark.parametrize("engine", ["fast", "opacus"])
+def test_a_layer_whose_input_is_not_one_entry_per_row_is_refused(engine):
+    """Clipped per slice, one row of 6 columns could move the sum by 6 clip norms."""
+    model = _PerColumn()
+    dp = DPSGD(Budget(1.0, 1e-5), seed=0)
+    phase = dp.add_phase("cols", model, torch.optim.SGD(model.parameters(), lr=0.1), n_rows=64, batch_size=16,
+                         steps=3, engine=engine)
+    x, _ = _data()
+    with pytest.raises(PrivacyViolation, match=r"Linear got an input with leading dimension \d+ in a step of \d+ rows"):
+        for idx in phase.batches():
+            if len(idx):
+                phase.step(model(x[idx]).sum(1))
+
+
+def test_a_loss_not_of_one_entry_per_sampled_row_is_refused():
+    model = _mlp()
+    dp = DPSGD(Budget(1.0, 1e-5), seed=0)
+    phase = dp.add_phase("mlp", model, torch.optim.SGD(model.parameters(), lr=0.1), n_rows=64, batch_size=16, steps=2)
+    x, y = _data()
+    with pytest.raises(ValueError, match=r"expected one loss per sampled row"):
+        for idx in phase.batches():
+            phase.step(_per_example_loss(model, x[idx], y[idx]).repeat(2))
