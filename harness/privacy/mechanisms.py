@@ -7,6 +7,9 @@ import math
 from scipy import optimize, stats
 
 
+MAX_EPSILON = 512.0  # the largest finite ε `gaussian_epsilon` resolves
+
+
 def gaussian_delta(epsilon: float, noise_multiplier: float) -> float:
     """Exact δ(ε) of the Gaussian mechanism with σ = noise_multiplier · Δ₂ (Balle & Wang 2018, Thm. 8)."""
     a = 1.0 / (2.0 * noise_multiplier)
@@ -21,6 +24,8 @@ def gaussian_epsilon(delta: float, noise_multiplier: float) -> float:
     hi = 1.0
     while gaussian_delta(hi, noise_multiplier) > delta:
         hi *= 2.0
+        if hi > MAX_EPSILON:  # exp(ε) overflows a float beyond ~709: report the release as unbounded
+            return math.inf
     return float(optimize.brentq(lambda e: gaussian_delta(e, noise_multiplier) - delta, 0.0, hi, xtol=1e-15))
 
 

@@ -136,6 +136,12 @@ EXACT_SLACK = 1e-6  # relative: root-finding noise only, where the accountant ha
 # ≥ 1e-4 absolute would swamp a claim of ε = 1e-4 or below, and refuse honest ones just above)
 
 
+# prv-accountant refuses some large-ε ledgers of few compositions on a fine grid ("Discrete mean
+# differs from continuous mean significantly"; q = 0.1, σ = 0.55, 10 steps, ε = 10). Its upper bound
+# holds at any error bar, so re-accounting retries on these coarser grids before falling back on RDP.
+PRV_COARSER_ERRORS = (0.01, 0.05, 0.25)
+
+
 def independent_epsilon(entries: list[LedgerEntry], delta: float, eps_error: float = 1e-3) -> tuple[float, str]:
     """ε of all entries composed, at total δ, computed from parameters alone: exact for plain Gaussian
     mechanisms, else the PRV upper bound (within 2·eps_error of the exact ε); zCDP entries compose by
@@ -162,11 +168,23 @@ def independent_epsilon(entries: list[LedgerEntry], delta: float, eps_error: flo
         raise PrivacyViolation("the ledger has approximate-DP mechanisms but claims δ = 0")
     prvs, compositions = zip(*(PRV_BUILDERS[e.mechanism](e.params) for e in entries))
     compositions = list(compositions)
-    accountant = PRVAccountant(
-        prvs=list(prvs), max_self_compositions=compositions, eps_error=eps_error, delta_error=delta * 1e-3
-    )
-    _, _, eps_upper = accountant.compute_epsilon(delta=delta, num_self_compositions=compositions)
-    return float(eps_upper), f"prv-accountant {version('prv-accountant')} (joint PRV composition, upper bound)"
+    failures = []
+    for error in sorted({eps_error, *(e for e in PRV_COARSER_ERRORS if e > eps_error)}):
+        try:
+            accountant = PRVAccountant(
+                prvs=list(prvs), max_self_compositions=compositions, eps_error=error, delta_error=delta * 1e-3
+            )
+            _, _, eps_upper = accountant.compute_epsilon(delta=delta, num_self_compositions=compositions)
+        except RuntimeError as err:
+            failures.append(f"eps_error {error:g}: {err}")
+            continue
+        coarser = f", eps_error {error:g} after finer grids failed" if failures else ""
+        return float(eps_upper), f"prv-accountant {version('prv-accountant')} (joint PRV composition, upper bound{coarser})"
+    rdp = rdp_epsilon(entries, delta)
+    if rdp is None:
+        raise PrivacyViolation(f"prv-accountant failed on every grid ({'; '.join(failures)}) and the ledger has "
+                               "mechanisms without an RDP rule to fall back on")
+    return rdp, f"Opacus RDP (an upper bound; prv-accountant failed on every grid: {failures[-1]})"
 
 
 # mechanism name → (sample rate, noise multiplier, steps) for the subsampled-Gaussian RDP analysis

@@ -137,3 +137,21 @@ def test_a_nan_claim_is_unaccountable():
     ledger = _dpsgd_ledger([AE], math.nan)
     result = reaccount(ledger, Budget(10.0, 1e-5))
     assert result.verdict == "unaccountable" and "claimed ε is nan" in result.detail
+
+
+def test_a_large_epsilon_ledger_prv_cannot_grid_finely_is_re_accounted_on_a_coarser_grid():
+    """prv-accountant raises on this honest ε = 10 ledger at error bars up to 1e-2; its upper bound
+    holds at any error bar, so the verdict comes from a coarser grid instead of a crash."""
+    ledger = Ledger(Guarantee.FORMAL, [LedgerEntry("subsampled_gaussian", 10.0, 1e-5,
+                                                   {"sample_rate": 0.1, "noise_multiplier": 0.5510, "steps": 10}, "t")])
+    ledger.claim(10.0, 1e-5, "prv")
+    result = reaccount(ledger, Budget(10.0, 1e-5))
+    assert result.verdict == "ok" and 9.5 < result.epsilon <= 10.1
+    assert "after finer grids failed" in result.accountant
+
+
+def test_a_nearly_noiseless_gaussian_release_is_unbounded_not_an_overflow():
+    from harness.privacy.mechanisms import gaussian_epsilon
+
+    assert gaussian_epsilon(1e-5, 0.01) == math.inf
+    assert gaussian_epsilon(1e-5, 1.0) == pytest.approx(4.377, abs=0.001)
