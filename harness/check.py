@@ -78,25 +78,43 @@ def summarise(run_dir: Path, keys: set[str] | None = None) -> dict[tuple[Any, ..
         if isinstance(reaccounted, (int, float)) and math.isfinite(reaccounted):
             previous = group["reaccounted_epsilon"]
             group["reaccounted_epsilon"] = reaccounted if previous is None else max(previous, reaccounted)
+        signature = _ledger_signature(store.cells / cell["key"])
         if group["ledger"] is None:
-            group["ledger"] = _ledger_signature(store.cells / cell["key"])
+            group["ledger"] = signature
+        group["_ledgers"] = [*group.get("_ledgers", []), signature]  # every seed's, compared, not stored
         for name, value in result.get("metrics", {}).items():
             group["metrics"].setdefault(name, []).append(value)
     return groups
 
 
 def write_baseline(run_dir: Path, path: Path, suite: str, keys: set[str] | None = None) -> None:
-    groups = sorted(summarise(run_dir, keys).values(), key=lambda g: (g["generator"], g["dataset"], g["epsilon"]))
+    groups = sorted(({k: v for k, v in g.items() if not k.startswith("_")} for g in summarise(run_dir, keys).values()),
+                    key=lambda g: (g["generator"], g["dataset"], g["epsilon"]))
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps({"format": BASELINE_FORMAT, "suite": suite, "groups": groups}, indent=1,
                                sort_keys=True) + "\n")
 
 
+BASELINE_GROUP_KEYS = ("generator", "dataset", "epsilon", "delta", "guarantee", "seeds", "failures",
+                       "reaccounted_epsilon", "ledger", "metrics")
+
+
 def load_baseline(path: Path) -> dict[tuple[Any, ...], dict[str, Any]]:
     raw = json.loads(path.read_text())
-    if raw.get("format") != BASELINE_FORMAT:
+    if not isinstance(raw, dict) or raw.get("format") != BASELINE_FORMAT:
         raise ValueError(f"{path} is not a {BASELINE_FORMAT} file")
-    return {(g["generator"], g["dataset"], g["epsilon"], g["delta"]): g for g in raw["groups"]}
+    groups = raw.get("groups")
+    if not isinstance(groups, list):
+        raise ValueError(f"{path}: 'groups' must be a list of groups")
+    for i, group in enumerate(groups):
+        missing = [k for k in BASELINE_GROUP_KEYS if not isinstance(group, dict) or k not in group]
+        if missing:
+            raise ValueError(f"{path}: group {i} lacks {missing}; rewrite the baseline with --update")
+    return {(g["generator"], g["dataset"], g["epsilon"], g["delta"]): g for g in groups}
+
+
+def _finite(values: list[Any]) -> list[float]:
+    return [float(v) for v in values if isinstance(v, (int, float)) and math.isfinite(v)]
 
 
 def _worse_by(base: list[float], now: list[float], direction: Direction, alpha: float) -> tuple[float, float]:
@@ -126,10 +144,21 @@ def compare(baseline: dict[tuple[Any, ...], dict[str, Any]], current: dict[tuple
         findings.extend(_privacy_findings(key, base, now))
         if now["failures"] > base["failures"]:
             findings.append(Finding("regression", key, "failed cells", str(base["failures"]), str(now["failures"])))
-        for metric, base_values in base["metrics"].items():
-            values = now["metrics"].get(metric)
+        if len(now["seeds"]) < len(base["seeds"]):  # a cell missing from the run is no evidence either way
+            findings.append(Finding("regression", key, "cells run", str(len(base["seeds"])), str(len(now["seeds"]))))
+        for metric, raw_base in base["metrics"].items():
+            raw_now = now["metrics"].get(metric) or []
+            base_values, values = _finite(raw_base), _finite(raw_now)
+            if len(raw_now) - len(values) > len(raw_base) - len(base_values):
+                findings.append(Finding("regression", key, f"{metric} not a finite number in some seeds",
+                                        str(len(raw_base) - len(base_values)), str(len(raw_now) - len(values))))
             if not values:
-                findings.append(Finding("regression", key, metric, f"{np.mean(base_values):.4g}", "missing"))
+                if base_values:
+                    findings.append(Finding("regression", key, metric, f"{np.mean(base_values):.4g}", "missing"))
+                continue
+            if len(values) < len(base_values):
+                findings.append(Finding("regression", key, f"{metric} values", str(len(base_values)), str(len(values))))
+            if not base_values:
                 continue
             worse, tolerance = _worse_by(base_values, values, directions.get(metric, Direction.HIGHER), alpha)
             if abs(worse) > tolerance:
@@ -149,9 +178,10 @@ def _privacy_findings(key: tuple[Any, ...], base: dict[str, Any], now: dict[str,
     b_eps, n_eps = base["reaccounted_epsilon"], now["reaccounted_epsilon"]
     if b_eps is not None and n_eps is not None and n_eps > b_eps * (1 + ACCOUNTING_PRECISION) + FLOAT_NOISE:
         out.append(Finding("privacy", key, "re-accounted ε increased", f"{b_eps:.6g}", f"{n_eps:.6g}"))
-    if base["ledger"] is not None and now["ledger"] is not None and not same_ledger(base["ledger"], now["ledger"]):
+    changed = [s for s in now.get("_ledgers", [now["ledger"]]) if s is not None and not same_ledger(base["ledger"], s)]
+    if base["ledger"] is not None and changed:
         out.append(Finding("privacy", key, "ledger mechanisms or parameters changed",
-                           _describe_ledger(base["ledger"]), _describe_ledger(now["ledger"])))
+                           _describe_ledger(base["ledger"]), _describe_ledger(changed[0])))
     return out
 
 

@@ -239,6 +239,8 @@ def cmd_run(args: argparse.Namespace, suite: Suite, registry: Registry, console:
 
 def cmd_check(args: argparse.Namespace, registry: Registry, console: Console) -> int:
     """0: no regression; 1: a metric or privacy regression (listed); errors raise (exit 2)."""
+    if not 0 < args.alpha < 1:
+        raise SuiteError(f"--alpha must lie in (0, 1), got {args.alpha}")
     keys = suite_keys(args.run_dir, registry)
     if args.update:
         suite = RunStore(args.run_dir).manifest()["suite"]["name"]

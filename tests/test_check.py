@@ -84,3 +84,48 @@ def test_ledgers_compare_floats_to_rounding_not_to_the_last_bit():
     assert not same_ledger([entry], [changed])
     assert not same_ledger([entry], [{**entry, "params": {**entry["params"], "steps": 301}}])
     assert not same_ledger([entry], [entry, entry])
+
+
+def _edit(groups, **changes):
+    """A copy of summarised groups with the independent group's fields replaced."""
+    import copy
+
+    out = copy.deepcopy(groups)
+    group = next(g for k, g in out.items() if k[0] == "independent")
+    for name, value in changes.items():
+        group[name] = value(group) if callable(value) else value
+    return out
+
+
+def test_a_metric_turning_nan_or_a_missing_seed_is_a_regression(registry, baseline, tmp_path):
+    now = run(tmp_path, registry)
+    directions = metric_directions(registry)
+    nan = _edit(now, metrics=lambda g: {**g["metrics"], "marginal_tvd": [float("nan"), *g["metrics"]["marginal_tvd"][1:]]})
+    assert {f.what for f in compare(baseline, nan, directions, 0.05) if f.fails} == {
+        "marginal_tvd not a finite number in some seeds", "marginal_tvd values"}
+    short = _edit(now, seeds=[0, 1], metrics=lambda g: {k: v[:2] for k, v in g["metrics"].items()})
+    assert "cells run" in {f.what for f in compare(baseline, short, directions, 0.05) if f.fails}
+
+
+def test_a_ledger_changed_in_any_seed_is_a_privacy_regression(registry, baseline, tmp_path):
+    now = run(tmp_path, registry)
+    changed = _edit(now, _ledgers=lambda g: [g["ledger"], [{**g["ledger"][0], "params": {
+        **g["ledger"][0]["params"], "sigma": 0.5}}], g["ledger"]])
+    privacy = {f.what for f in compare(baseline, changed, metric_directions(registry), 0.05) if f.kind == "privacy"}
+    assert privacy == {"ledger mechanisms or parameters changed"}
+
+
+@pytest.mark.parametrize("text", ['{"format": "dpgym-baseline/1"}', "[]",
+                                  '{"format": "dpgym-baseline/1", "groups": [{"generator": "x"}]}'])
+def test_a_malformed_baseline_is_a_usage_error(tmp_path, text):
+    path = tmp_path / "b.json"
+    path.write_text(text)
+    with pytest.raises(ValueError, match="b.json"):
+        load_baseline(path)
+
+
+def test_alpha_outside_zero_one_is_refused(registry, baseline, tmp_path, monkeypatch):
+    out = tmp_path / "run"
+    run(out, registry)
+    monkeypatch.setattr(Registry, "discover", classmethod(lambda cls, extra=None: registry))
+    assert main(["check", str(out), "--baseline", str(tmp_path / "none.json"), "--alpha", "0"]) == 2
