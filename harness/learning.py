@@ -35,7 +35,10 @@ def execute_learner(cell: Any, provided: Provided, dataset: DatasetSpec, result:
     seeds = result["seeds"]
     split: Split = _timed(result, "load_seconds", "load", lambda: _load_split(dataset.load))
     schema = dataset.schema()
-    learner = _stage("build", lambda: spec.build(cell.generator.params))
+    params = dict(cell.generator.params)
+    if "device" in spec.defaults:  # as for generators: the learner gets the device resolved for it
+        params["device"] = result["device"]
+    learner = _stage("build", lambda: spec.build(params))
     ledger = _timed(result, "fit_seconds", "fit", lambda: learner.fit(split.train.copy(), schema, cell.budget, seeds["fit"]))
     ledger_json = check_ledger(ledger, spec, cell, result)
     y_test = positive_labels(split.test, schema)

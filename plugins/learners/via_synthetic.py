@@ -21,10 +21,14 @@ from plugins.learners.nonprivate_lr import fit_logistic
 
 
 class ViaSynthetic:
-    def __init__(self, generator: GeneratorSpec | None = None, generator_params: dict | None = None, loss: str = "bce"):
+    def __init__(self, generator: GeneratorSpec | None = None, generator_params: dict | None = None, loss: str = "bce",
+                 device: str | None = None):
         if generator is None:
             raise ValueError("name the generator: via_synthetic:<generator>")
-        self.generator, self.generator_params, self.loss = generator, dict(generator_params or {}), loss
+        # `device` is the runner's resolved device, passed on to a generator that can use a GPU
+        self.generator_params = {**dict(generator_params or {}), **({"device": device} if device else {})}
+        generator.build(self.generator_params)  # bad generator_params are a user error before any cell runs
+        self.generator, self.loss = generator, loss
         self.model_: LogisticModel | None = None
 
     def fit(self, train: pd.DataFrame, schema: Schema, budget: Budget, seed: int) -> Ledger:
@@ -54,7 +58,8 @@ def resolve(generator: str, registry: Registry) -> LearnerSpec:
     provided = registry.generator(generator)
     return replace(SPEC, name=f"via_synthetic:{generator}", guarantee=provided.guarantee,
                    factory=lambda **params: ViaSynthetic(provided, **params),
-                   defaults={"generator_params": {}, "loss": "bce"}, resolver=None,
+                   defaults={"generator_params": {}, "loss": "bce",
+                             **({"device": "auto"} if "device" in provided.defaults else {})}, resolver=None,
                    version=f"{SPEC.version}+{provided.name}-{provided.version}")
 
 

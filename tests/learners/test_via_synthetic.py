@@ -24,3 +24,25 @@ def test_model_from_independent_histograms_spends_the_generators_ledger(toy_spli
     assert 0 < ledger.epsilon <= 1.0
     scores = learner.release().decision_function(toy_split.test)
     assert len(scores) == len(toy_split.test)
+
+
+def test_bad_generator_params_are_a_user_error_before_any_cell_runs(learner_registry):
+    from harness.runner import expand
+    from harness.specs import SpecError
+    from harness.suite import GeneratorConfig, Suite
+
+    bad = GeneratorConfig("via_synthetic:independent", {"generator_params": {"bogus": 1}}, kind="learner")
+    suite = Suite("t", (), ("adult",), (1.0,), (0,), 1e-5, learners=(bad,))
+    with pytest.raises(SpecError, match=r"generator 'independent': unknown hyper-parameters \['bogus'\]"):
+        expand(suite, learner_registry)
+
+
+def test_the_runners_device_reaches_a_generator_that_can_use_one(learner_registry):
+    """Only generators taking `device` get one, so `--device` governs the generator inside the learner."""
+    from harness.registry import Registry
+
+    registry = Registry.discover()
+    assert "device" in registry.get("learner", "via_synthetic:dp_merf").spec.defaults
+    assert "device" not in learner_registry.get("learner", "via_synthetic:independent").spec.defaults
+    learner = ViaSynthetic(registry.generator("dp_merf"), {"iterations": 5}, device="cpu")
+    assert learner.generator_params == {"iterations": 5, "device": "cpu"}
