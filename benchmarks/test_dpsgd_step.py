@@ -69,12 +69,13 @@ def _non_private_step(model_name: str, x: torch.Tensor):
 
 def _dp_step(model_name: str, variant: str, x: torch.Tensor):
     """One full DP step on a fixed batch of 256: backward, clipping, noise for every coordinate, Adam.
-    ε = ∞ skips only the calibration; noise is still drawn (σ = 0)."""
+    ε = ∞ skips only the calibration; noise is still drawn (σ = 0). The phase samples all of `BATCH`
+    rows (q = 1), so every step's loss is one entry per sampled row, as the engine requires."""
     torch.manual_seed(0)
     engine, clipping = VARIANTS[variant]
     model = MODELS[model_name]()
     dp = DPSGD(Budget(math.inf, 1e-5), seed=0)
-    phase = dp.add_phase("bench", model, torch.optim.Adam(model.parameters(), lr=1e-3), n_rows=ADULT_ROWS,
+    phase = dp.add_phase("bench", model, torch.optim.Adam(model.parameters(), lr=1e-3), n_rows=BATCH,
                          batch_size=BATCH, steps=10**7, clipping=clipping, engine=engine)
     batches = phase.batches()
     next(batches)  # attaches the engine's hooks
