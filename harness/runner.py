@@ -382,13 +382,13 @@ def run_suite(suite: Suite, store: RunStore, registry: Registry, retry_failed: b
         todo = []
         finished_failed = 0
         for cell in cells:
-            status = store.status(cell.key)
-            if status is None or status in redo:
+            finished = store.finished(cell.key)
+            if finished is None or finished["status"] in redo:
                 todo.append(cell)
             else:
                 summary.skipped += 1
-                finished_failed += status != "ok"
-                store.relabel(cell.key, cell.generator.display)  # the label is display, not part of the key
+                finished_failed += finished["status"] != "ok"
+                store.relabel(finished, cell.generator.display)  # the label is display, not part of the key
         if finished_failed:
             summary.messages.append(f"{finished_failed} of the cells already done had failed or were unavailable; "
                                     "re-run with --retry-failed to run them again")

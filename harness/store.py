@@ -127,19 +127,17 @@ class RunStore:
         warnings.warn(f"{path} is unreadable ({problem}); its cell counts as not run", stacklevel=3)
         return None
 
-    def status(self, key: str) -> str | None:
+    def finished(self, key: str) -> dict[str, Any] | None:
+        """The cell's stored result, or None when it has not run (or its result is unreadable)."""
         path = self.cells / key / "result.json"
-        result = self._result(path) if path.exists() else None
-        return result["status"] if result else None
+        return self._result(path) if path.exists() else None
 
-    def relabel(self, key: str, label: str) -> None:
-        """Give a finished cell the suite's current label for its generator."""
-        path = self.cells / key / "result.json"
-        result = self._result(path)
-        if result and result["cell"].get("generator") != label:
+    def relabel(self, result: dict[str, Any], label: str) -> None:
+        """Give a finished cell (its stored `result`) the suite's current label for its generator."""
+        if result["cell"].get("generator") != label:
             result["cell"]["generator"] = label
             result.setdefault("generator", {})["label"] = label
-            write_json_atomic(path, result)
+            write_json_atomic(self.cells / result["cell"]["key"] / "result.json", result)
 
     def write_cell(self, key: str, result: dict[str, Any], ledger: dict[str, Any] | None,
                    synthetic: pd.DataFrame | None) -> None:
