@@ -63,7 +63,8 @@ def test_learner_cells_score_auc_and_audit(tmp_path, learner_registry, few_direc
     assert small["generator"]["guarantee"] == "nominal"
     assert small["privacy"]["reaccounted"]["verdict"] == "ok"
     assert small["audit"]["verdict"] in {"consistent", "vacuous"} and small["audit"]["findings"]
-    assert math.isfinite(small["metrics"]["auc_permuted_median"])
+    assert math.isfinite(small["audit"]["auc_permuted_median"])
+    assert set(small["metrics"]) == {"auc", "auc_draws_median"}  # the diagnostic is not ranked as a score
 
 
 def test_leaderboard_and_report_of_learners_carry_auc_fraction_and_verdict(tmp_path, learner_registry):
