@@ -31,7 +31,7 @@ from harness.schema import Schema
 from harness.store import RunStore
 from harness.worker import Outcome
 from harness.specs import DatasetSpec, GeneratorSpec, MetricContext, MetricSpec, SpecError, Split
-from harness.suite import GeneratorConfig, Settings, Suite
+from harness.suite import DEVICES, GeneratorConfig, Settings, Suite
 
 STREAMS = ("fit", "sample", "evaluate")
 
@@ -82,6 +82,9 @@ def cell_key(content: dict[str, Any]) -> str:
 
 def _check_params(gen: GeneratorConfig, spec: Any) -> None:
     """Build the plugin once, so unknown or invalid hyper-parameters are a user error before any work."""
+    device = gen.params.get("device")
+    if device is not None and device not in DEVICES:  # the harness resolves it (resolve_device), not the plugin
+        raise SpecError(f"{gen.kind} {gen.name!r}: device must be one of {', '.join(DEVICES)}, got {device!r}")
     try:
         spec.build(gen.params)
     except SpecError:
@@ -378,6 +381,12 @@ def run_suite(suite: Suite, store: RunStore, registry: Registry, retry_failed: b
     redo = {"failed", "unavailable"} if retry_failed else set()
     summary = RunSummary(total=len(cells), messages=[])
     with store.locked():
+        earlier = store.cells_outside({cell.key for cell in cells})
+        if earlier:
+            summary.messages.append(
+                f"{len(earlier)} finished cell(s) in {store.root} are not part of this suite (an earlier suite's, or "
+                "the same suite with other settings that change cells): they are kept, but the leaderboard and "
+                "report now show this suite only; run the earlier suite into this directory again to show them")
         store.write_manifest(suite.to_dict(), execution=asdict(plan))
         todo = []
         finished_failed = 0

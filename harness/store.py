@@ -159,6 +159,12 @@ class RunStore:
         else:
             os.replace(tmp, final)
 
+    def cells_outside(self, keys: set[str]) -> list[str]:
+        """Keys of stored cells that are not among `keys` (e.g. cells of a suite run here before)."""
+        if not self.cells.exists():
+            return []
+        return sorted(p.name for p in self.cells.iterdir() if not p.name.startswith(".") and p.name not in keys)
+
     def results(self, keys: set[str] | None = None) -> list[dict[str, Any]]:
         """Finished cells' results; with `keys`, only those cells (e.g. the current suite's)."""
         if not self.cells.exists():

@@ -100,6 +100,16 @@ def test_a_renamed_label_relabels_the_finished_cells_on_resume(registry, tmp_pat
     assert list(board.generator) == ["new"]
 
 
+def test_running_another_grid_into_a_run_directory_says_what_leaves_the_leaderboard(registry, tmp_path):
+    run(grid("uniform"), tmp_path, registry)
+    again = run(grid("uniform", seeds=(0,)), tmp_path, registry)
+    assert again.skipped == 1
+    assert any(m.startswith(f"1 finished cell(s) in {tmp_path} are not part of this suite") for m in again.messages)
+    assert len(RunStore(tmp_path).results()) == 2  # kept on disk
+    back = run(grid("uniform"), tmp_path, registry)
+    assert back.skipped == 2 and not any("not part of this suite" in m for m in back.messages)
+
+
 def test_two_labels_for_the_same_configuration_are_refused(registry):
     """independent's default mechanism is gaussian: both entries would write the same cells."""
     suite = replace(grid("independent"), generators=(
@@ -182,6 +192,13 @@ def test_invalid_hyper_parameter_values_are_a_user_error_naming_the_generator(re
     suite = Suite("test", (GeneratorConfig("independent", {"numeric_bins": 0}),), ("adult",), (1.0,), (0,), 1e-5)
     with pytest.raises(SpecError, match=r"generator 'independent': invalid hyper-parameters \{'numeric_bins': 0\}: "
                                         r"ValueError: numeric_bins must be ≥ 1"):
+        expand(suite, registry)
+
+
+def test_a_device_the_harness_cannot_resolve_is_a_user_error_not_auto(registry):
+    """"gpu" used to fall through to CPU here and to CUDA on a GPU machine, i.e. behave as "auto"."""
+    suite = Suite("test", (GeneratorConfig("dp_merf", {"device": "gpu"}),), ("adult",), (1.0,), (0,), 1e-5)
+    with pytest.raises(SpecError, match=r"generator 'dp_merf': device must be one of auto, cpu, cuda, got 'gpu'"):
         expand(suite, registry)
 
 
