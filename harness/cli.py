@@ -41,6 +41,7 @@ from harness.suite import (
     suite_from_dict,
 )
 
+UNLIMITED = 10**4  # a width no table of `dpgym list` reaches
 USER_ERRORS = (PluginError, SchemaError, SpecError, SuiteError, DatasetUnavailable, ScaffoldError)
 
 
@@ -182,7 +183,7 @@ def cmd_list(registry: Registry, console: Console) -> None:
         gens.add_column(col)
     generator_how_to = []
     for name, p in sorted(registry.kinds["generator"].items()):
-        defaults = ", ".join(f"{k}={v}" for k, v in p.spec.defaults.items())
+        defaults = "\n".join(f"{k}={v}" for k, v in p.spec.defaults.items())
         missing = p.spec.missing()
         if missing:
             generator_how_to.append(f"{name} (unavailable): {missing}")
@@ -192,7 +193,7 @@ def cmd_list(registry: Registry, console: Console) -> None:
     for col in ("name", "version", "guarantee", "defaults", "provided by"):
         learners.add_column(col)
     for name, p in sorted(registry.kinds["learner"].items()):
-        defaults = ", ".join(f"{k}={v}" for k, v in p.spec.defaults.items())
+        defaults = "\n".join(f"{k}={v}" for k, v in p.spec.defaults.items())
         learners.add_row(name, p.spec.version, str(p.spec.guarantee), defaults, p.package)
     data = Table(title="datasets")
     for col in ("name", "version", "available", "licence", "sha256", "provided by"):
@@ -210,15 +211,20 @@ def cmd_list(registry: Registry, console: Console) -> None:
     for name, p in sorted(registry.kinds["metric"].items()):
         values = ", ".join(f"{k} ({'↑' if d is Direction.HIGHER else '↓'})" for k, d in p.spec.directions.items())
         mets.add_row(name, p.spec.version, values, p.package)
-    console.print(gens)
+    show = console.print
+    if not console.is_terminal:  # piped or redirected: no screen to fit, so each table gets the width it needs
+        def show(table: Table) -> None:
+            needed = console.measure(table, options=console.options.update_width(UNLIMITED)).maximum
+            Console(file=console.file, highlight=False, width=max(console.width, needed)).print(table)
+    show(gens)
     for line in generator_how_to:
         console.print(f"  {line}", markup=False, soft_wrap=True)
     if registry.kinds["learner"]:
-        console.print(learners)
-    console.print(data)
+        show(learners)
+    show(data)
     for line in how_to:
         console.print(f"  {line}", markup=False, soft_wrap=True)
-    console.print(mets)
+    show(mets)
 
 
 def cmd_run(args: argparse.Namespace, suite: Suite, registry: Registry, console: Console) -> None:

@@ -22,6 +22,13 @@ def test_list_shows_plugins_with_their_package():
         assert name in out.stdout
 
 
+def test_list_piped_at_the_default_width_shows_every_default_in_full():
+    out = subprocess.run([sys.executable, "-m", "harness.cli", "list"], capture_output=True, text=True, timeout=300,
+                         env={k: v for k, v in os.environ.items() if k != "COLUMNS"})
+    assert out.returncode == 0 and "…" not in out.stdout
+    assert "encoder_mode=joint" in out.stdout  # dp_autogan's, cut to "encoder_mode=join…" at 80 columns
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
