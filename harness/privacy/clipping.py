@@ -48,6 +48,14 @@ class LayerGrad(ABC):
     @abstractmethod
     def materialize(self) -> MaterializedGrad: ...
 
+    @abstractmethod
+    def finite_rows(self) -> LayerGrad:
+        """The same gradients with every example whose gradient has a NaN or infinite entry set to 0.
+
+        Clipping bounds only finite gradients: C/‖∞‖ = 0 and 0·∞ = NaN. Zeroing is a map applied to
+        each example on its own, so the sum still moves by at most C when one row is added or removed
+        (DP-NF spec A5). Refusing such a batch instead would reveal that it held the row."""
+
     def sq_norms(self) -> Tensor:
         return self.unit_sq_norms().sum(dim=1)
 
@@ -106,6 +114,11 @@ class OuterProductGrad(LayerGrad):
             out[self.bias] = gw.sum(dim=0)
         return out
 
+    def finite_rows(self) -> OuterProductGrad:
+        ok = finite_examples(self.g, self.a)
+        return OuterProductGrad(zero_examples(self.g, ok), zero_examples(self.a, ok), self.weight, self.bias,
+                                self.mask, self.prefix)
+
     def materialize(self) -> MaterializedGrad:
         grad_w = torch.einsum("ni,nj->nij", self.g, self.a)
         grads = {self.weight: grad_w if self.mask is None else grad_w * self.mask}
@@ -159,8 +172,25 @@ class MaterializedGrad(LayerGrad):
     def weighted_sum(self, weights: Tensor) -> dict[nn.Parameter, Tensor]:
         return {p: g.sum(dim=0) for p, g in self.weighted(weights).items()}
 
+    def finite_rows(self) -> MaterializedGrad:
+        ok = finite_examples(*self.grads.values())
+        return MaterializedGrad({p: zero_examples(g, ok) for p, g in self.grads.items()})
+
     def materialize(self) -> MaterializedGrad:
         return self
+
+
+def finite_examples(*per_example: Tensor) -> Tensor:
+    """(B,) True where every entry of the example's row in each tensor is finite."""
+    ok = torch.ones(per_example[0].shape[0], dtype=torch.bool, device=per_example[0].device)
+    for t in per_example:
+        ok &= torch.isfinite(t.reshape(t.shape[0], -1)).all(dim=1)
+    return ok
+
+
+def zero_examples(per_example: Tensor, keep: Tensor) -> Tensor:
+    """The tensor with the rows of examples not in `keep` set to 0 (no sync: no branch on the data)."""
+    return torch.where(keep.reshape(-1, *[1] * (per_example.dim() - 1)), per_example, 0.0)
 
 
 def prefix_structure(mask: Tensor) -> tuple[Tensor, Tensor] | None:
@@ -243,7 +273,7 @@ class ClippingStrategy(ABC):
              generator: torch.Generator | None = None) -> dict[nn.Parameter, Tensor]:
         """Sum over the batch of the clipped per-example gradients, per parameter."""
         out: dict[nn.Parameter, Tensor] = {}
-        for grad, weights in self.scale(grads, thresholds, generator):
+        for grad, weights in self.scale([g.finite_rows() for g in grads], thresholds, generator):
             out.update(grad.weighted_sum(weights))
         return out
 
@@ -258,7 +288,8 @@ class LayerwiseStrategy(ClippingStrategy):
 
 
 def _clip_factor(norms: Tensor, threshold: float | Tensor) -> Tensor:
-    return (threshold / (norms + NORM_EPS)).clamp(max=1.0)
+    # A norm that overflowed from finite entries (∞·0 in a product of factors) gets weight 0 too.
+    return (threshold / (norms + NORM_EPS)).clamp(max=1.0).nan_to_num(nan=0.0)
 
 
 class Flat(ClippingStrategy):

@@ -307,7 +307,6 @@ class PrivatePhase:
         if per_example_loss.requires_grad and per_example_loss.numel() > 0:  # else the gradient is 0
             per_example_loss.sum().backward()
         summed = self.engine.collect(rows)
-        self._refuse_non_finite(summed)
         std = self.noise_multiplier * self.clip_norm
         for p in self.params:
             grad = torch.randn(p.shape, generator=self._noise_generator(p.device), device=p.device, dtype=p.dtype)
@@ -320,19 +319,23 @@ class PrivatePhase:
         for p in self.params:
             p.grad = None
         self.steps_taken += 1
+        self._refuse_non_finite_parameters()
 
-    def _refuse_non_finite(self, summed: dict[nn.Parameter, Tensor]) -> None:
-        """Clipping bounds every finite per-example gradient, but a NaN or infinite one (an overflow
-        in a diverging model) passes through and would turn every parameter NaN at this step, while
-        training went on to the end. Stop here instead, naming the step and the parameters."""
-        finite = [torch.isfinite(g).all() for g in summed.values()]
+    def _refuse_non_finite_parameters(self) -> None:
+        """Stop a diverged model, naming the step and the parameters (DP-NF spec A5).
+
+        The check reads only the parameters, which are released noisy values. A check of the
+        gradient sum before the noise would not be private: one row with an overflowing gradient
+        would stop the fit, so whether it stopped would reveal that row (clipping instead zeroes
+        such an example's gradient, `LayerGrad.finite_rows`)."""
+        finite = [torch.isfinite(p).all() for p in self.params]
         if not finite or torch.stack(finite).all():  # one device sync per step, not one per parameter
             return
-        bad = [p for p, ok in zip(summed, finite) if not ok]
+        bad = [p for p, ok in zip(self.params, finite) if not ok]
         names = {p: f"{net}.{name}" for net, network in self.networks.items() for name, p in network.named_parameters()}
         raise FloatingPointError(
-            f"phase {self.name!r}, step {self.steps_taken + 1} of {self.planned_steps}: some example's gradient "
-            f"is not finite in {sorted(names.get(p, '?') for p in bad)}; the model has diverged")
+            f"phase {self.name!r}, step {self.steps_taken} of {self.planned_steps}: the parameters "
+            f"{sorted(names.get(p, '?') for p in bad)} are no longer finite; the model has diverged")
 
     def _noise_generator(self, device: torch.device) -> torch.Generator:
         if device not in self._noise:

@@ -17,7 +17,7 @@ from torch import Tensor, nn
 
 from opacus.grad_sample.linear import compute_linear_grad_sample
 
-from harness.privacy.clipping import LayerGrad, MaterializedGrad, register_fast_rule
+from harness.privacy.clipping import LayerGrad, MaterializedGrad, finite_examples, register_fast_rule, zero_examples
 from plugins.nn.layers import MaskedLinear, masked_linear_grad_sample
 
 
@@ -78,6 +78,11 @@ class SharedOuterProductGrad(LayerGrad):
         if self.bias is not None:
             out[self.bias] = gw.sum(dim=0)
         return out
+
+    def finite_rows(self) -> SharedOuterProductGrad:
+        ok = finite_examples(*self.g, *self.a)
+        return SharedOuterProductGrad([zero_examples(g, ok) for g in self.g], [zero_examples(a, ok) for a in self.a],
+                                      self.weight, self.bias, self.mask)
 
     def materialize(self) -> MaterializedGrad:
         grads = {self.weight: self._weight_per_example()}
