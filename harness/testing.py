@@ -99,6 +99,16 @@ def check_ledger_within_budget(subject: Subject) -> None:
     assert check.verdict == "ok", f"{name}: independent re-accounting says {check.verdict}: {check.detail}"
 
 
+def check_ledger_does_not_depend_on_the_rows(subject: Subject) -> None:
+    """Tables that differ in one row give the same ledger: it is published with the cell, so a value
+    computed from the rows without a mechanism (a final training loss, a count) would leak."""
+    table = conformance_table()
+    neighbour = table.copy()
+    neighbour.loc[0, ["income", "colour", "label"]] = [1_000.0, "other", "neg" if table.loc[0, "label"] == "pos" else "pos"]
+    ledgers = [subject.fitted(train=CONFORMANCE_SCHEMA.conform(frame), seed=0)[1].to_dict() for frame in (table, neighbour)]
+    assert ledgers[0] == ledgers[1], f"{subject.spec.name}: the ledger changes when one training row changes"
+
+
 def check_samples_match_schema(subject: Subject) -> None:
     """Samples have the schema's columns, kinds, categories and bounds."""
     generator, _ = subject.fitted()
@@ -155,7 +165,7 @@ def check_device_flag(subject: Subject) -> None:
 
 
 CHECKS: tuple[Callable[[Subject], None], ...] = (
-    check_ledger_within_budget, check_samples_match_schema, check_deterministic_under_seed,
+    check_ledger_within_budget, check_ledger_does_not_depend_on_the_rows, check_samples_match_schema, check_deterministic_under_seed,
     check_seed_changes_samples, check_one_row_table, check_constant_columns,
     check_unknown_hyper_parameter_refused, check_pickles, check_device_flag,
 )

@@ -87,6 +87,16 @@ class ShortSampler(Uniform):
         return super().sample(n // 10, seed)
 
 
+class LossReporter(Uniform):
+    """Publishes an un-noised statistic of its training rows in its ledger entry."""
+
+    def fit(self, train: pd.DataFrame, schema: Schema, budget: Budget, seed: int) -> Ledger:
+        super().fit(train, schema, budget, seed)
+        final_loss = float(train.select_dtypes("number").sum().sum())
+        return Ledger(Guarantee.PURE, [LedgerEntry("laplace", budget.epsilon, 0.0, {
+            "l1_sensitivity": 1.0, "scale": 1.0 / budget.epsilon, "final_loss": final_loss}, "pure")])
+
+
 class MissingWeights(Uniform):
     """Fails its fit with the exception datasets raise for a missing file."""
 
@@ -107,7 +117,7 @@ class FaultyGenerators:
                 _spec("unknown_category", UnknownCategory, Guarantee.PURE),
                 _spec("seed_ignorer", SeedIgnorer, Guarantee.PURE), _spec("canceller", Canceller),
                 _spec("scale_forgetter", ScaleForgetter), _spec("short_sampler", ShortSampler, Guarantee.PURE),
-                _spec("missing_weights", MissingWeights)]
+                _spec("missing_weights", MissingWeights), _spec("loss_reporter", LossReporter, Guarantee.PURE)]
 
 
 class QuieterIndependent(Independent):

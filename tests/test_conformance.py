@@ -34,6 +34,11 @@ def test_catches_an_unknown_category():
         run_check("unknown_category", "samples_match_schema")
 
 
+def test_catches_a_ledger_that_publishes_a_statistic_of_the_rows():
+    with pytest.raises(AssertionError, match="the ledger changes when one training row changes"):
+        run_check("loss_reporter", "ledger_does_not_depend_on_the_rows")
+
+
 def test_catches_overspending():
     with pytest.raises(AssertionError, match="underclaimed"):
         run_check("overspender", "ledger_within_budget")

@@ -17,7 +17,6 @@ The guarantee is **nominal**: ε-DP holds only if q equals the ExpM density, whi
 
 from __future__ import annotations
 
-import math
 
 import numpy as np
 import pandas as pd
@@ -50,7 +49,6 @@ class ExpMNFLR:
         self.weight_column, self.weight_cap = weight_column, float(weight_cap)
         self.flow_: ParameterFlow | None = None
         self.design_: Design | None = None
-        self.rkl_: float | None = None
         self.release_seed_: int | None = None
 
     # --- the target density ---------------------------------------------------------------
@@ -101,8 +99,7 @@ class ExpMNFLR:
                     "adjacency": "replace_one", "n_rows": n_rows, "mode": self.mode,
                     "prior": f"N(0, {self.prior_scale:g}^2 I)" if self.mode == "proper" else "none (improper target)",
                     "sampler": f"normalizing flow ({self.flows} {self.flow}) fitted by reverse KL: approximate, "
-                               "no proof that its output is the ExpM density",
-                    "final_reverse_kl": self.rkl_},
+                               "no proof that its output is the ExpM density"},
             accountant="none: ε-DP holds for exact ExpM sampling only (nominal for the flow)",
             description="one parameter vector drawn from the fitted flow",
         ))
@@ -158,7 +155,6 @@ def fit_flow(learner: ExpMNFLR, x: torch.Tensor, y: torch.Tensor, weights: torch
         rkl.backward()
         optimizer.step()
         scheduler.step(rkl.item())
-    learner.rkl_ = float(rkl.item()) if learner.iterations else math.nan
     return flow
 
 

@@ -45,6 +45,17 @@ def test_ledger_is_nominal_and_reaccounts_to_the_budget(toy_split, toy_schema):
     assert check.verdict == "ok" and math.isclose(check.epsilon, 0.5)
 
 
+def test_the_ledger_carries_nothing_computed_from_the_rows(toy_split, toy_schema):
+    """It once held the final reverse KL, whose utility term is a sum over the private rows."""
+    neighbour = toy_split.train.copy()
+    column = toy_schema.target_column
+    first = neighbour.index[0]
+    neighbour.loc[first, column.name] = next(c for c in column.categories if c != neighbour.loc[first, column.name])
+    ledgers = [ExpMNFLR(iterations=3).fit(frame, toy_schema, Budget(0.5), seed=0).to_dict()
+               for frame in (toy_split.train, neighbour)]
+    assert ledgers[0] == ledgers[1]
+
+
 def _median_auc(mode, epsilon, split, schema):
     from sklearn.metrics import roc_auc_score
 
