@@ -21,6 +21,7 @@ from harness.inference import draft_toml, infer_schema, read_table
 from harness.leaderboard import write_leaderboard
 from harness.registry import PluginError, Registry
 from harness.report import write_report
+from harness.report.build import metric_info
 from harness.runner import expand, run_suite
 from harness.scaffold import ScaffoldError, new_plugin
 from harness.schema import SchemaError
@@ -168,7 +169,7 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
 
 
 def metric_directions(registry: Registry) -> dict[str, Direction]:
-    return {name: d for p in registry.kinds["metric"].values() for name, d in p.spec.directions.items()}
+    return metric_info(registry)[0]
 
 
 def suite_keys(run_dir: Path, registry: Registry) -> set[str]:

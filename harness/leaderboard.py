@@ -59,6 +59,7 @@ BOOTSTRAP_SEED = 10  # the issue number; any fixed value makes the intervals rep
 BASELINE = "uniform"  # SDGym's reference for charging failures: reads no rows, costs ε = 0
 NOT_FAILURES = ("ok", "unavailable")  # unavailable = the dataset was missing: nobody's fault, not charged
 COST_COLUMNS = ("fit_seconds_mean", "sample_seconds_mean", "peak_rss_mb_max")
+ARROWS = {Direction.HIGHER: "↑", Direction.LOWER: "↓"}
 
 
 def is_failure(status: str) -> bool:
@@ -137,10 +138,14 @@ def charge_failures(cells: pd.DataFrame, directions: dict[str, Direction],
     cells["charged"] = cells.status.map(is_failure).astype(bool)
     cells["charged_with"] = ""
     metric_cols = [c for c in cells.columns if c.startswith("metric:")]
+    ok = cells[cells.status == "ok"]
     for idx in cells.index[cells.charged]:
         failed = cells.loc[idx]
         sources = set()
-        for col in metric_cols:
+        own = ok[(ok.generator == failed.generator) & (ok.dataset == failed.dataset)]
+        # A value the generator's finished cells here never have (e.g. a density metric for a generator
+        # without log_prob) is not charged: charging it would rank the generator on its failures alone.
+        for col in ([c for c in metric_cols if own[c].notna().any()] if len(own) else metric_cols):
             lower = directions.get(col.removeprefix("metric:"), Direction.HIGHER) is Direction.LOWER
             cells.at[idx, col], source = _baseline_value(cells, failed, col, lower)
             sources.add(source)
@@ -178,9 +183,15 @@ def aggregate(cells: pd.DataFrame, directions: dict[str, Direction]) -> pd.DataF
     """Seeds → one row per (generator, dataset, ε); expects failures already charged."""
     metrics = [c.removeprefix("metric:") for c in cells.columns if c.startswith("metric:")]
     rows = []
+    incomplete: dict[str, list[bool]] = {m: [] for m in metrics}
     for key, group in cells.groupby(GROUP, sort=True):
         scored = group[(group.status == "ok") | group.charged]
         ok = group[group.status == "ok"]
+        for m in metrics:
+            values = scored[f"metric:{m}"]
+            # A value missing from some seeds (NaN): its mean and interval are over the others, which
+            # may flatter the generator, so the row is not ranked on it.
+            incomplete[m].append(bool(values.notna().any() and values.isna().any()))
         row: dict[str, Any] = dict(zip(GROUP, key))
         row.update(n_seeds=len(ok), failures=int(group.charged.sum()), fit_seconds_mean=scored.fit_seconds.mean())
         for m in metrics:
@@ -204,10 +215,13 @@ def aggregate(cells: pd.DataFrame, directions: dict[str, Direction]) -> pd.DataF
     if "auc_median" in board:
         board["auc_fraction_of_nonprivate"] = board.auc_median / board.dataset.map(_nonprivate_baseline(board))
     for m in metrics:
-        higher = directions.get(m, Direction.HIGHER) is Direction.HIGHER
         board[f"{m}_rank"] = math.nan
+        if m not in directions:  # no declared direction (e.g. a value of an older dpgym): nothing to rank by
+            continue
+        higher = directions[m] is Direction.HIGHER
         for _, part in board.groupby(["dataset", "epsilon"]):
             board.loc[part.index, f"{m}_rank"] = ci_rank(part, m, higher)
+        board.loc[board.index[incomplete[m]], f"{m}_rank"] = math.nan
     return board
 
 
@@ -252,20 +266,25 @@ class Ranking:
     posthoc: dict[str, Any] | None = None
     critical_difference: float | None = None
     alpha: float = ALPHA
-    block_definition: str = "every (dataset, ε, metric value); failed cells charged"
+    block_definition: str = ("every (dataset, ε, metric value) with a declared direction where not every generator "
+                             "ties; failed cells charged")
     excluded: list[str] = field(default_factory=list)
 
 
 def _block_table(board: pd.DataFrame, directions: dict[str, Direction]) -> pd.DataFrame:
     """Blocks × generators, oriented so that a smaller value is always better."""
     parts = []
-    for m in metric_names(board):
-        sign = 1.0 if directions.get(m, Direction.HIGHER) is Direction.LOWER else -1.0
+    for m in (m for m in metric_names(board) if m in directions):
+        sign = 1.0 if directions[m] is Direction.LOWER else -1.0
         wide = board.pivot_table(index=["dataset", "epsilon"], columns="generator", values=f"{m}_mean", dropna=False)
         parts.append((sign * wide).assign(metric=m).set_index("metric", append=True))
     if not parts:
         return pd.DataFrame()
-    return pd.concat(parts).dropna(axis=1, how="all")
+    table = pd.concat(parts).dropna(axis=1, how="all")
+    # A block where every generator has the same value (a reference value such as the real data's
+    # accuracy, computed alike in every cell) carries no evidence, yet would pull all mean ranks together.
+    tied = table.nunique(axis=1, dropna=True).le(1) & table.notna().sum(axis=1).gt(1)
+    return table[~tied]
 
 
 def overall_ranking(board: pd.DataFrame, directions: dict[str, Direction], alpha: float = ALPHA) -> Ranking:
@@ -379,7 +398,14 @@ def build_leaderboard(run_dir: Path, directions: dict[str, Direction], keys: set
 
 
 def _fmt(value: float, digits: int = 3) -> str:
-    return "—" if value is None or not np.isfinite(value) else f"{value:.{digits}f}"
+    if value is None or np.isnan(value):
+        return "—"
+    return ("∞" if value > 0 else "−∞") if np.isinf(value) else f"{value:.{digits}f}"
+
+
+def _escape(text: Any) -> str:
+    """Text for one Markdown table cell or list item: a `|` in a label would start a new cell."""
+    return " ".join(str(text).replace("\\", "\\\\").replace("|", "\\|").split())
 
 
 def to_markdown(lb: Leaderboard) -> str:
@@ -387,14 +413,14 @@ def to_markdown(lb: Leaderboard) -> str:
     metrics = lb.metrics
     lines = []
     for (dataset, epsilon), part in board.groupby(["dataset", "epsilon"], sort=True):
-        lines.append(f"### {dataset}, ε = {epsilon:g}\n")
+        lines.append(f"### {_escape(dataset)}, ε = {epsilon:g}\n")
         learning = [c for c in ("auc_median", "auc_fraction_of_nonprivate") if c in board]
         header = ["generator", "guarantee", "audit", "seeds", "failed", "fit s"] + [
-            f"{m} {'↑' if directions.get(m, Direction.HIGHER) is Direction.HIGHER else '↓'}" for m in metrics] + learning
+            f"{_escape(m)} {ARROWS.get(directions.get(m), '(direction undeclared)')}" for m in metrics] + learning
         lines.append("| " + " | ".join(header) + " |")
         lines.append("|" + "---|" * len(header))
         for _, row in part.iterrows():
-            cells = [row.generator, row.guarantee, row.audit_verdict or "—", str(row.n_seeds), str(row.failures),
+            cells = [_escape(row.generator), row.guarantee, row.audit_verdict or "—", str(row.n_seeds), str(row.failures),
                      _fmt(row.fit_seconds_mean, 1)]
             for m in metrics:
                 mean, low, high, rank = row[f"{m}_mean"], row[f"{m}_ci_low"], row[f"{m}_ci_high"], row[f"{m}_rank"]
@@ -406,29 +432,33 @@ def to_markdown(lb: Leaderboard) -> str:
             lines.append("| " + " | ".join(cells) + " |")
         lines.append("")
     lines.append("Mean over seeds with its 95% bootstrap CI; `#r` = rank, where generators whose CIs overlap share a "
-                 "rank. Failed cells are charged the uniform baseline's scores (see the README).\n")
+                 "rank. Failed cells are charged the uniform baseline's scores (see the README). A value missing "
+                 "from some of a row's seeds is averaged over the others and not ranked.\n")
     lines.append("### Overall ranking\n")
     lines.append(lb.ranking.statement + "\n")
     lines.append("| rank | generator | mean rank |")
     lines.append("|---|---|---|")
     for e in lb.ranking.generators:
-        lines.append(f"| {_fmt(e['rank'], 0)} | {e['generator']} | {_fmt(e['mean_rank'], 2)} |")
+        lines.append(f"| {_fmt(e['rank'], 0)} | {_escape(e['generator'])} | {_fmt(e['mean_rank'], 2)} |")
     failures = lb.failures()
     if len(failures):
         lines.append("\n### Failed cells (charged)\n")
         for _, f in failures.iterrows():
-            lines.append(f"- {f.generator} × {f.dataset} × ε={f.epsilon:g} × seed {f.seed}: {f.error}")
+            lines.append(f"- {_escape(f.generator)} × {_escape(f.dataset)} × ε={f.epsilon:g} × seed {f.seed}: "
+                         f"{_escape(f.error)}")
     return "\n".join(lines) + "\n"
 
 
 def _jsonable(value: Any) -> Any:
-    """Strict JSON: NaN becomes null and an infinite ε the string "inf"."""
+    """Strict JSON: NaN becomes null, and an infinity (ε, or a log-likelihood of −∞) the string "inf" or "-inf"."""
     if isinstance(value, dict):
         return {str(k): _jsonable(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
         return [_jsonable(v) for v in value]
     if isinstance(value, float | np.floating):
-        return None if math.isnan(value) else ("inf" if value == math.inf else float(value))
+        if math.isinf(value):
+            return "inf" if value > 0 else "-inf"
+        return None if math.isnan(value) else float(value)
     if isinstance(value, np.integer | np.bool_):
         return value.item()
     return value
@@ -437,7 +467,7 @@ def _jsonable(value: Any) -> Any:
 def to_json(lb: Leaderboard) -> dict[str, Any]:
     return _jsonable({
         "format": "dpgym-leaderboard/1",
-        "metrics": {m: str(lb.directions.get(m, Direction.HIGHER)) for m in lb.metrics},
+        "metrics": {m: str(lb.directions[m]) if m in lb.directions else "undeclared" for m in lb.metrics},
         "statistics": {
             "interval": f"{CONFIDENCE:.0%} percentile bootstrap of the mean over seeds (scipy.stats.bootstrap, "
                         f"{BOOTSTRAP_RESAMPLES} resamples, seeded per row)",

@@ -23,8 +23,9 @@ from sklearn.metrics import roc_auc_score
 from harness import audit
 from harness.registry import Provided
 from harness.schema import Schema
-from harness.specs import DatasetSpec, Split
+from harness.specs import DatasetSpec, Direction, Split
 
+DIRECTIONS = {"auc": Direction.HIGHER, "auc_draws_median": Direction.HIGHER}  # the values below, as metrics declare theirs
 EVALUATION_DRAWS = 1000
 AUDIT_MAX_LOG_FACTOR = 50.0  # e^{nε} above e^50 makes the group-privacy bound vacuous for any AUC
 

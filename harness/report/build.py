@@ -24,8 +24,9 @@ import markupsafe
 import numpy as np
 import pandas as pd
 
+from harness import learning
 from harness.executors import cpu_count
-from harness.leaderboard import Leaderboard, build_leaderboard, rank_groups
+from harness.leaderboard import ARROWS, Leaderboard, build_leaderboard, rank_groups
 from harness.registry import Registry
 from harness.report import figures
 from harness.schema import Schema
@@ -39,8 +40,10 @@ FAMILY_TITLES = {"utility": "Utility (train on synthetic, test on real)", "fidel
 
 
 def metric_info(registry: Registry) -> tuple[dict[str, Direction], dict[str, str]]:
-    """Each metric value's direction and the metric plugin (family) that produces it."""
-    directions, families = {}, {}
+    """Each metric value's direction and the metric plugin (family) that produces it; the values of
+    private-learning cells come from the harness (`harness.learning`)."""
+    directions: dict[str, Direction] = dict(learning.DIRECTIONS)
+    families = dict.fromkeys(learning.DIRECTIONS, "private learning")
     for provided in registry.kinds["metric"].values():
         for name, direction in provided.spec.directions.items():
             directions[name], families[name] = direction, provided.spec.name
@@ -48,8 +51,10 @@ def metric_info(registry: Registry) -> tuple[dict[str, Direction], dict[str, str
 
 
 def _num(value: Any, digits: int = 3) -> str:
-    if value is None or (isinstance(value, float) and not math.isfinite(value)):
-        return "∞" if value == math.inf else "—"
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "—"
+    if isinstance(value, float) and math.isinf(value):
+        return "∞" if value > 0 else "−∞"
     if isinstance(value, float):
         return f"{value:.{digits}g}" if abs(value) >= 1000 else f"{value:.{digits}f}"
     return str(value)
@@ -90,8 +95,7 @@ def overview_tables(lb: Leaderboard, families: dict[str, str]) -> list[dict[str,
     tables = []
     for dataset, part in board.groupby("dataset", sort=True):
         header = ["generator", "guarantee", "ε", "seeds", "failures"]
-        header += [f"{m}\u00a0{'↑' if lb.directions.get(m, Direction.HIGHER) is Direction.HIGHER else '↓'}"
-                   for m in metrics]
+        header += [f"{m}\u00a0{ARROWS.get(lb.directions.get(m), '(direction undeclared)')}" for m in metrics]
         header += ["fit s", "sample s", "peak MB", "audit"]
         rows = []
         previous_epsilon = None
@@ -103,11 +107,12 @@ def overview_tables(lb: Leaderboard, families: dict[str, str]) -> list[dict[str,
                      Cell(str(row.failures), row.failures, "bad" if row.failures else "", row.error)]
             for m in metrics:
                 mean, low, high, rank = row[f"{m}_mean"], row[f"{m}_ci_low"], row[f"{m}_ci_high"], row[f"{m}_rank"]
-                higher = lb.directions.get(m, Direction.HIGHER) is Direction.HIGHER
+                higher = lb.directions.get(m) is Direction.HIGHER
                 means = same[f"{m}_mean"].dropna()
-                top = math.isfinite(mean) and len(means) > 1 and mean == (means.max() if higher else means.min())
+                top = (m in lb.directions and math.isfinite(mean) and len(means) > 1
+                       and mean == (means.max() if higher else means.min()))
                 css = " ".join(c for c in ("best" if rank == 1 and len(means) > 1 else "", "top" if top else "") if c)
-                note = f"[{_num(low)}, {_num(high)}]" if math.isfinite(low) else "one seed: no CI"
+                note = f"[{_num(low)}, {_num(high)}]" if math.isfinite(low) else "fewer than two seeds' values: no CI"
                 cells.append(Cell(_num(mean), mean if math.isfinite(mean) else -1e300, css + " metric", note,
                                   f"{rank:g}" if math.isfinite(rank) else ""))
             for column, digits in (("fit_seconds_mean", 2), ("sample_seconds_mean", 2), ("peak_rss_mb_max", 0)):
@@ -165,9 +170,18 @@ def kendall_matrix(frame: pd.DataFrame, schema: Schema, seed: int) -> pd.DataFra
 def _matrix_from_pairs(pairs: dict[str, float], names: list[str]) -> pd.DataFrame:
     matrix = pd.DataFrame(np.eye(len(names)), index=names, columns=names)
     for key, tau in pairs.items():
-        a, b = key.split("|", 1)
+        a, b = _pair(key, names)
         matrix.loc[a, b] = matrix.loc[b, a] = tau
     return matrix
+
+
+def _pair(key: str, names: list[str]) -> tuple[str, str]:
+    """The two columns of a fidelity pair key "a|b"; a `|` inside a column name makes the first `|`
+    ambiguous, so the split is the one whose both sides are columns."""
+    for at in (i for i, c in enumerate(key) if c == "|"):
+        if key[:at] in names and key[at + 1:] in names:
+            return key[:at], key[at + 1:]
+    raise ValueError(f"Kendall-τ pair {key!r} does not name two of the columns {names}")
 
 
 def _reference_epsilon(epsilons: list[float]) -> float:
@@ -179,7 +193,7 @@ def _reference_epsilon(epsilons: list[float]) -> float:
 
 def _curves(part: pd.DataFrame, lb: Leaderboard, families: dict[str, str], palette: dict[str, Any]) -> list[dict]:
     """One metric-vs-ε figure per metric family (utility, then fidelity, then others)."""
-    directions = {m: str(lb.directions.get(m, Direction.HIGHER)) for m in lb.metrics}
+    directions = {m: str(lb.directions.get(m, "undeclared")) for m in lb.metrics}
     by_family: dict[str, list[str]] = {}
     for m in ordered_metrics(lb.metrics, families):
         if part[f"{m}_mean"].notna().any():
@@ -244,20 +258,23 @@ def class_f1_table(results: list[dict[str, Any]]) -> dict[str, Any] | None:
     """Per generator and ε, the utility metric's F1 of each target class (one dataset's results),
     averaged over the finished seeds: macro-F1 is a row's mean, so a class a generator's rows lose,
     which the averaged score hides, shows as a 0. None unless the target has more than two classes."""
-    rows = []
+    cells, scores = [], []
     for result in results:
         per_class = result.get("metric_detail", {}).get("utility", {}).get("f1_per_class")
         if result["status"] == "ok" and per_class:
-            cell = result["cell"]
-            rows.append({"generator": cell["generator"], "epsilon": float(cell["epsilon"]), **per_class})
-    classes = list(rows[0])[2:] if rows else []
+            cells.append((float(result["cell"]["epsilon"]), result["cell"]["generator"]))
+            scores.append(per_class)
+    classes = list(scores[0]) if scores else []
     if len(classes) < 3:
         return None
-    table = pd.DataFrame(rows).groupby(["epsilon", "generator"], sort=True).agg(["mean", "size"])
+    # Classes are the only columns, and the cell's identity the index: a class may be named "generator".
+    f1 = pd.DataFrame(scores, columns=classes, index=pd.MultiIndex.from_tuples(cells, names=["epsilon", "generator"]))
+    grouped = f1.groupby(level=["epsilon", "generator"], sort=True)
+    means, seeds = grouped.mean(), grouped.size()
     return {"classes": classes,
-            "rows": [{"epsilon": _eps(epsilon), "generator": generator, "seeds": int(row[(classes[0], "size")]),
-                      "values": [float(row[(c, "mean")]) for c in classes]}
-                     for (epsilon, generator), row in table.iterrows()]}
+            "rows": [{"epsilon": _eps(epsilon), "generator": generator, "seeds": int(seeds[(epsilon, generator)]),
+                      "values": [float(v) for v in means.loc[(epsilon, generator)]]}
+                     for epsilon, generator in means.index]}
 
 
 def dataset_sections(run_dir: Path, lb: Leaderboard, results: list[dict[str, Any]], registry: Registry,
@@ -435,7 +452,7 @@ def write_report(run_dir: Path, registry: Registry, out: Path | None = None, key
         "counts": {s: sum(r["status"] == s for r in results) for s in sorted({r["status"] for r in results})},
         "n_cells": len(results),
         "overview": overview_tables(lb, families),
-        "metrics": [{"name": m, "direction": str(lb.directions.get(m, Direction.HIGHER))}
+        "metrics": [{"name": m, "direction": str(lb.directions.get(m, "undeclared"))}
                     for m in ordered_metrics(lb.metrics, families)],
         "ranking": ranking_context(lb, palette),
         "datasets": dataset_sections(run_dir, lb, results, registry, palette),

@@ -73,7 +73,7 @@ def metric_curves(board: pd.DataFrame, metrics: Sequence[str], directions: dict[
                              legend=False)
                 ax.fill_between(part.epsilon, part[f"{m}_ci_low"], part[f"{m}_ci_high"], color=colour, alpha=0.2,
                                 linewidth=0)
-        arrow = "↑" if directions.get(m) == "higher" else "↓"
+        arrow = {"higher": "↑", "lower": "↓"}.get(directions.get(m), "")
         ax.set_title(f"{m} {arrow}")
         ax.set_ylabel("")
         if single_epsilon:

@@ -142,3 +142,56 @@ def test_no_significant_difference_means_one_shared_rank(tmp_path):
     assert ranking.friedman["pvalue"] > 0.05
     assert {e["rank"] for e in ranking.generators} == {1.0}
     assert "not significantly different" in ranking.statement
+
+
+def test_a_minus_infinite_value_is_written_as_strict_json(tmp_path):
+    """A held-out log-likelihood of −∞ (a test row where the model puts no density) once aborted the JSON."""
+    rows = [result(g, s, {"loglik": value}) for s in (0, 1) for g, value in (("a", -float("inf")), ("b", -3.0))]
+    write_leaderboard(write_run(tmp_path, rows), {"loglik": Direction.HIGHER})
+    payload = json.loads((tmp_path / "leaderboard.json").read_text(),
+                         parse_constant=lambda c: pytest.fail(f"non-standard JSON constant {c}"))
+    assert {r["generator"]: r["loglik_mean"] for r in payload["rows"]} == {"a": "-inf", "b": -3.0}
+    assert "| a | formal | — | 2 | 0 | 1.0 | −∞ #2 |" in (tmp_path / "leaderboard.md").read_text()
+
+
+def test_a_value_missing_from_one_seed_is_not_ranked_on_the_others(tmp_path):
+    """Dropping the NaN left one seed, no interval, and nothing able to beat it: rank 1."""
+    rows = [result("a", 0, scores(0.48, 0.5)), result("a", 1, scores(float("nan"), 0.5))]
+    rows += [result("b", s, scores(v, 0.4)) for s, v in ((0, 0.69), (1, 0.70))]
+    board = build_leaderboard(write_run(tmp_path, rows), DIRECTIONS).board.set_index("generator")
+    assert board.loc["a"].auroc_mean == pytest.approx(0.48) and np.isnan(board.loc["a"].auroc_rank)
+    assert board.loc["b"].auroc_rank == 1 and board.loc["a"].tvd_rank == 2  # tvd is complete: ranked
+
+
+def test_a_failed_seed_is_not_charged_a_value_its_generator_never_has(tmp_path):
+    rows = [result("uniform", s, scores(0.5, 0.5)) for s in (0, 1)]
+    rows += [result("sampler", 0, {"auroc": 0.7}), result("sampler", 1, {}, status="failed")]  # no tvd, by design
+    board = build_leaderboard(write_run(tmp_path, rows), DIRECTIONS).board.set_index("generator")
+    assert board.loc["sampler"].auroc_mean == pytest.approx(0.6)  # charged uniform's 0.5
+    assert np.isnan(board.loc["sampler"].tvd_mean) and np.isnan(board.loc["sampler"].tvd_rank)
+
+
+def test_values_without_a_declared_direction_are_shown_but_not_ranked(tmp_path):
+    rows = [result(g, s, {**scores(v, 1 - v), "diagnostic": v}) for s in (0, 1) for g, v in (("a", 0.9), ("b", 0.5))]
+    lb = build_leaderboard(write_run(tmp_path, rows), DIRECTIONS)
+    assert lb.board.diagnostic_rank.isna().all() and lb.board.diagnostic_mean.notna().all()
+    assert lb.ranking.blocks == 2  # auroc and tvd only
+    write_leaderboard(tmp_path, DIRECTIONS)
+    assert "diagnostic (direction undeclared)" in (tmp_path / "leaderboard.md").read_text()
+
+
+def test_a_block_where_every_generator_ties_is_no_evidence_for_the_ranking(tmp_path):
+    rows = [result(g, s, {**scores(v, 1 - v), "real_accuracy": 0.85}) for s in (0, 1)
+            for g, v in (("a", 0.9), ("b", 0.5), ("c", 0.7))]
+    ranking = build_leaderboard(write_run(tmp_path, rows), {**DIRECTIONS, "real_accuracy": Direction.HIGHER}).ranking
+    assert ranking.blocks == 2
+
+
+def test_labels_and_errors_cannot_break_the_markdown_table(tmp_path):
+    failed = result("b|c", 1, {}, status="failed")
+    failed["error"]["message"] = "line one\nline | two"
+    rows = [result("uniform", s, scores(0.5, 0.5)) for s in (0, 1)] + [result("b|c", 0, scores(0.6, 0.4)), failed]
+    _, markdown = write_leaderboard(write_run(tmp_path, rows), DIRECTIONS)
+    table = [line for line in markdown.splitlines() if line.startswith("| b")]
+    assert table and all(line.count(" | ") == markdown.splitlines()[2].count(" | ") for line in table)
+    assert "- b\\|c × adult × ε=1 × seed 1: fit: RuntimeError: line one line \\| two" in markdown

@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 
 from harness.registry import Registry
-from harness.report.build import class_f1_table
+from harness.report.build import _matrix_from_pairs, class_f1_table
 from harness.runner import run_suite
 from harness.store import RunStore
 from harness.suite import GeneratorConfig, Suite
@@ -163,3 +163,19 @@ def test_a_multiclass_target_gets_the_f1_of_each_class(tmp_path):
     assert flow["values"] == pytest.approx([0.98, 0.95, 0.0])
     assert real["values"] == pytest.approx([1.0, 1.0, 0.9])
     assert class_f1_table([r for r in results if r["cell"]["dataset"] == "binary"]) is None
+
+
+def test_classes_named_like_the_cells_identity_keep_their_own_column():
+    cell = result("flow", 0, {})
+    cell["metric_detail"] = {"utility": {"f1_per_class": {"generator": 0.1, "epsilon": 0.2, "turbine": 0.3}}}
+    table = class_f1_table([cell])
+    assert table["classes"] == ["generator", "epsilon", "turbine"]
+    assert table["rows"] == [{"epsilon": "1", "generator": "flow", "seeds": 1, "values": [0.1, 0.2, 0.3]}]
+
+
+def test_kendall_pairs_of_columns_with_a_bar_in_their_name_land_on_those_columns():
+    """Pair keys are "a|b"; splitting at the first bar once made up columns "x" and "y|label"."""
+    names = ["x|y", "label", "c"]
+    matrix = _matrix_from_pairs({"x|y|label": 0.53, "x|y|c": 0.2, "label|c": -0.1}, names)
+    assert list(matrix.index) == list(matrix.columns) == names
+    assert (matrix.loc["x|y", "label"], matrix.loc["c", "x|y"], matrix.loc["label", "c"]) == (0.53, 0.2, -0.1)
