@@ -60,6 +60,9 @@ class Column:
                 raise SchemaError(f"{where}: {self.kind} columns need public bounds 'min' and 'max'")
             if not (math.isfinite(self.min) and math.isfinite(self.max)) or self.min >= self.max:
                 raise SchemaError(f"{where}: bounds must be finite with min < max, got [{self.min}, {self.max}]")
+            if not math.isfinite(self.max - self.min):  # scaling to [0, 1] divides by the width
+                raise SchemaError(f"{where}: bounds [{self.min:g}, {self.max:g}] are too far apart: their "
+                                  "difference overflows a float")
             if self.kind is ColumnKind.INTEGER and max(-self.min, self.max) > MAX_EXACT_INTEGER:
                 raise SchemaError(f"{where}: integer bounds [{self.min:g}, {self.max:g}] go beyond ±2^53, where "
                                   "integers are no longer exact as floats; declare the column continuous")

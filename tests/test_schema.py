@@ -74,6 +74,7 @@ def test_toml_round_trip(small_schema, tmp_path):
         ({"name": "x", "kind": "categorical"}, "non-empty 'categories'"),
         ({"name": "x", "kind": "categorical", "categories": ["a"], "heavy_tailed": True}, "only numeric"),
         ({"name": "x", "kind": "integer", "min": 0, "max": 1e19}, "beyond ±2\\^53"),
+        ({"name": "x", "kind": "continuous", "min": -1e308, "max": 1e308}, "too far apart"),
     ],
 )
 def test_malformed_schema_entries_are_rejected_with_the_column(entry, message):
