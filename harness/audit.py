@@ -2,7 +2,8 @@
 §7.2a, §9 item 9). Empirical: it can show a claim impossible, never prove one.
 
 **Group-privacy check** (any ε-DP learner). Labels permuted make a dataset D' at replace-distance
-≤ n from D, so P[M(D) ∈ A] ≤ e^{nε}·P[M(D') ∈ A] for every event A. With A = "test AUC ≥ t" at
+≤ n from D, so P[M(D) ∈ A] ≤ e^{nε}·P[M(D') ∈ A] for every event A (under add/remove adjacency
+the distance is 2n, and a δ adds k·e^{(k−1)ε}·δ for a group of k). With A = "test AUC ≥ t" at
 t = the median AUC on real labels, P_real(A) ≥ 1/2; a Clopper–Pearson upper bound on P_perm(A)
 times e^{nε} below the lower bound on P_real(A) is impossible for a true ε-DP learner.
 
@@ -44,21 +45,30 @@ def clopper_pearson(hits: int, trials: int, confidence: float = CONFIDENCE) -> t
     return lo, hi
 
 
-def group_privacy(real_aucs: np.ndarray, permuted_aucs: np.ndarray, epsilon: float, n: int) -> Finding:
-    """Check 1: real-label AUCs against permuted-label AUCs of the same learner at the same ε."""
+def group_privacy(real_aucs: np.ndarray, permuted_aucs: np.ndarray, epsilon: float, n: int, delta: float = 0.0,
+                  replace_one: bool = True) -> Finding:
+    """Check 1: real-label AUCs against permuted-label AUCs of the same learner at the same ε.
+
+    Permuting labels changes up to n rows: a group of k = n replace-one neighbours, or k = 2n under
+    add/remove adjacency (DP-SGD's). An (ε, δ) guarantee allows e^{kε}·P + k·e^{(k−1)ε}·δ."""
     real, perm = np.asarray(real_aucs, float), np.asarray(permuted_aucs, float)
     t = float(np.median(real))
     observed, _ = clopper_pearson(int((real >= t).sum()), len(real))
     _, p_perm = clopper_pearson(int((perm >= t).sum()), len(perm))
-    log_factor = n * epsilon
-    bound = math.exp(min(log_factor + math.log(max(p_perm, 1e-300)), 0.0))
+    group = n if replace_one else 2 * n
+    log_factor = group * epsilon
+    slack = math.log(group) + (group - 1) * epsilon + math.log(delta) if delta > 0 else -math.inf
+    log_bound = np.logaddexp(log_factor + math.log(max(p_perm, 1e-300)), slack)
+    bound = math.exp(min(log_bound, 0.0))
     if bound >= 1.0 or log_factor > 700:
         verdict = "vacuous"
     else:
         verdict = "implausible" if observed > bound else "consistent"
+    allowance = f"e^(kε) = e^{log_factor:.3g}" + (f" plus k·e^((k−1)ε)·δ, δ = {delta:g}" if delta > 0 else "")
     return Finding("group_privacy", verdict, t, bound, observed,
-                   f"e^(nε) = e^{log_factor:.3g}; P_perm(AUC ≥ {t:.3f}) ≤ {p_perm:.3g} over {len(perm)} permuted-label "
-                   f"models; P_real ≥ {observed:.3g} over {len(real)}")
+                   f"k = {group} ({'replace-one' if replace_one else 'add/remove'}); {allowance}; "
+                   f"P_perm(AUC ≥ {t:.3f}) ≤ {p_perm:.3g} over {len(perm)} permuted-label models; "
+                   f"P_real ≥ {observed:.3g} over {len(real)}")
 
 
 def combine(findings: list[Finding]) -> str:

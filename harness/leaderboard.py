@@ -102,6 +102,9 @@ def cell_rows(results: list[dict[str, Any]]) -> pd.DataFrame:
             "total_seconds": timings.get("total_seconds", math.nan),
             "peak_rss_mb": r.get("peak_rss_mb", math.nan),
             "n_rows": (r.get("audit") or {}).get("n_rows"),
+            # an older result without them: δ = the budget's and add/remove, the looser bound
+            "delta_spent": (r.get("audit") or {}).get("delta", float(cell["delta"])),
+            "replace_one": (r.get("audit") or {}).get("replace_one", False),
             "auc_draws": detail.get("auc_draws"),
             "auc_permuted_draws": detail.get("auc_permuted_draws"),
             **({f"metric:{k}": v for k, v in r.get("metrics", {}).items()} if r["status"] == "ok" else {}),
@@ -234,7 +237,9 @@ def _learning_columns(ok: pd.DataFrame, epsilon: float) -> dict[str, Any]:
     # One model per seed (DP-SGD): the check needs the seeds pooled. Many draws per seed (ExpM+NF) are
     # iid only within a seed, so pooling would overstate the evidence: their cells are judged one by one.
     if permuted and len(ok) > 1 and all(len(d) == 1 for d in ok.auc_draws.dropna()):
-        verdicts.append(audit.group_privacy(np.array(draws), np.array(permuted), epsilon, int(ok.n_rows.iloc[0])).verdict)
+        group = {k: ok[k].iloc[0] for k in ("delta_spent", "replace_one")}
+        verdicts.append(audit.group_privacy(np.array(draws), np.array(permuted), epsilon, int(ok.n_rows.iloc[0]),
+                                            float(group["delta_spent"]), bool(group["replace_one"])).verdict)
     return {"auc_median": float(ok["metric:auc"].median()),
             "auc_draws_median": float(np.median(draws)) if draws else math.nan,
             "audit_verdict": min(verdicts, key=audit.VERDICT_ORDER.index) if verdicts else "not_audited"}

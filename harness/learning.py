@@ -50,6 +50,7 @@ def execute_learner(cell: Any, provided: Provided, dataset: DatasetSpec, result:
     result["metrics"] = {"auc": released, "auc_draws_median": float(np.median(draws))}
     result["metric_detail"] = {"auc_draws": [float(a) for a in draws]}
     n, epsilon = len(split.train), cell.epsilon
+    group = {"delta": ledger.delta, "replace_one": all(e.params.get("adjacency") == "replace_one" for e in ledger.entries)}
     findings = []
     if math.isfinite(epsilon) and spec.guarantee.is_private and n * epsilon <= AUDIT_MAX_LOG_FACTOR:
         permuted = split.train.copy()
@@ -60,12 +61,12 @@ def execute_learner(cell: Any, provided: Provided, dataset: DatasetSpec, result:
         _timed(result, "audit_seconds", "audit", lambda: twin.fit(permuted, schema, cell.budget, seeds["fit"]))
         perm_draws = [audit_auc(m, split.test, y_test) for m in twin.evaluation_models(EVALUATION_DRAWS, seeds["sample"])]
         result["metric_detail"]["auc_permuted_draws"] = [float(a) for a in perm_draws]
-        findings.append(audit.group_privacy(np.array(draws), np.array(perm_draws), epsilon, n))
+        findings.append(audit.group_privacy(np.array(draws), np.array(perm_draws), epsilon, n, **group))
         extra = getattr(learner, "audit_findings", None)
         if extra is not None:
             findings.extend(_stage("audit", lambda: extra(split, schema, cell.budget, np.array(draws))))
     result["audit"] = {"verdict": audit.combine(findings), "findings": [f.to_dict() for f in findings],
-                       "n_rows": n, "log_factor": n * epsilon if math.isfinite(epsilon) else "inf"}
+                       "n_rows": n, "log_factor": n * epsilon if math.isfinite(epsilon) else "inf", **group}
     if "auc_permuted_draws" in result["metric_detail"]:
         # A diagnostic of the audit, not a score: no direction is better, so it is kept out of the metrics
         # the leaderboard ranks and the CI gate compares.

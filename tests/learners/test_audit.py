@@ -26,6 +26,17 @@ def test_large_group_factor_makes_the_check_vacuous():
     assert group_privacy(HIGH, RANDOM, epsilon=1e-2, n=10_000).verdict == "vacuous"  # e^{100}
 
 
+def test_add_remove_adjacency_doubles_the_group_and_delta_loosens_the_bound():
+    """Permuting n labels is 2n add/remove steps: e^{2nε}; δ adds k·e^{(k−1)ε}·δ (a bound the pure
+    replace-one formula understated for DP-SGD learners)."""
+    pure = group_privacy(HIGH, RANDOM, epsilon=1e-6, n=10_000)
+    add_remove = group_privacy(HIGH, RANDOM, epsilon=1e-6, n=10_000, replace_one=False)
+    assert add_remove.bound == pytest.approx(pure.bound * np.exp(1e-2), rel=1e-9) and "k = 20000" in add_remove.detail
+    with_delta = group_privacy(HIGH, RANDOM, epsilon=1e-6, n=10_000, delta=1e-5, replace_one=False)
+    assert with_delta.bound == pytest.approx(add_remove.bound + 20_000 * np.exp(19_999e-6) * 1e-5, rel=1e-9)
+    assert group_privacy(HIGH, RANDOM, epsilon=1e-6, n=10_000, delta=1e-4, replace_one=False).verdict == "vacuous"
+
+
 def test_exact_expm_bound_fires_when_random_directions_never_reach_the_median():
     directions = 0.5 + 0.05 * RNG.standard_normal(50_000)
     finding = audit.exact_expm_bound(HIGH, directions, epsilon=1e-3, n=36_177, l_star=3_744)

@@ -101,7 +101,7 @@ def test_draws_of_different_seeds_are_not_pooled_for_the_group_privacy_check():
     shifted = [list(rng.normal(0.6 + 0.02 * s, 0.001, 1000)) for s in range(10)]  # each seed its own spot
     centred = [list(rng.normal(0.6 + 0.02 * (9 - s) - 0.01, 0.001, 1000)) for s in range(10)]
     many = pd.DataFrame({"auc_draws": shifted, "auc_permuted_draws": centred, "audit_verdict": ["consistent"] * 10,
-                         "n_rows": 1000, "metric:auc": [d[0] for d in shifted]})
+                         "n_rows": 1000, "delta_spent": 0.0, "replace_one": True, "metric:auc": [d[0] for d in shifted]})
     assert _learning_columns(many, 1e-6)["audit_verdict"] == "consistent"
     one = many.assign(auc_draws=[[0.8]] * 10, auc_permuted_draws=[[0.5]] * 10)
     assert _learning_columns(one, 1e-6)["audit_verdict"] == "implausible"
