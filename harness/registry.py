@@ -59,25 +59,21 @@ class Registry:
         (name -> module or object) given directly."""
         manager = pluggy.PluginManager(hookspecs.PROJECT)
         manager.add_hookspecs(hookspecs)
-        packages: dict[str, str] = {}
+        packages: dict[str, str] = {}  # plugin name -> its package, filled in by _register
         for ep in sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name):
             package = f"{ep.dist.name} {ep.dist.version}" if ep.dist else "unknown package"
             try:
-                plugin = ep.load()
+                plugin = _instance(ep.load())
             except Exception as err:  # an import error in a plugin must name the plugin
                 raise PluginError(
                     f"plugin {ep.name!r} from {package} failed to load ({ep.value}): {type(err).__name__}: {err}"
                 ) from err
-            cls._register(manager, plugin, ep.name, package)
-            packages[ep.name] = package
+            cls._register(manager, plugin, ep.name, package, packages)
         for ref in cls.env_references():
-            where = f"{PLUGINS_ENV} ({ref})"
-            cls._register(manager, cls._load_reference(ref), ref, where)
-            packages[ref] = where
+            cls._register(manager, cls._load_reference(ref), ref, f"{PLUGINS_ENV} ({ref})", packages)
         portable, direct = cls.env_references(), []
         for name, plugin in (extra or {}).items():
-            cls._register(manager, plugin, name, "registered directly")
-            packages[name] = "registered directly"
+            cls._register(manager, plugin, name, "registered directly", packages)
             ref = cls._reference(plugin)
             portable.append(ref) if ref else direct.append(name)
         return cls(manager, packages, ",".join(portable), tuple(direct))
@@ -109,30 +105,43 @@ class Registry:
         """`module` or `module:attribute`; a class is instantiated (pluggy wants an instance)."""
         module_name, _, attribute = ref.partition(":")
         try:
-            plugin: object = importlib.import_module(module_name)
-            if attribute:
-                plugin = getattr(plugin, attribute)
+            module = importlib.import_module(module_name)
+            return _instance(getattr(module, attribute) if attribute else module)
         except Exception as err:
             raise PluginError(f"plugin {ref!r} from {PLUGINS_ENV} failed to load: {type(err).__name__}: {err}") from err
-        return plugin() if isinstance(plugin, type) else plugin
 
     @staticmethod
-    def _register(manager: pluggy.PluginManager, plugin: object, name: str, package: str) -> None:
+    def _register(manager: pluggy.PluginManager, plugin: object, name: str, package: str,
+                  packages: dict[str, str]) -> None:
+        """Register `plugin` under `name` and record its package in `packages`, refusing a plugin
+        written for another API, a name registered before, and hook functions pluggy would skip."""
         wanted = getattr(plugin, "DPGYM_API_VERSION", hookspecs.DPGYM_API_VERSION)
+        if not isinstance(wanted, int) or isinstance(wanted, bool):
+            raise PluginError(f"plugin {name!r} from {package} declares DPGYM_API_VERSION = {wanted!r}, which is not "
+                              f"an integer (this dpgym speaks plugin API {hookspecs.DPGYM_API_VERSION})")
         if wanted != hookspecs.DPGYM_API_VERSION:
             newer = "dpgym" if wanted > hookspecs.DPGYM_API_VERSION else package
             raise PluginError(
                 f"plugin {name!r} from {package} was written for dpgym plugin API {wanted}, but this dpgym "
                 f"speaks API {hookspecs.DPGYM_API_VERSION}: upgrade {newer}"
             )
-        if manager.has_plugin(name):
-            raise PluginError(f"two plugins are named {name!r} (the second from {package})")
+        if name in packages:
+            raise PluginError(f"two plugins are named {name!r}, one from {packages[name]} and one from {package}: "
+                              "plugin (entry-point) names are global, so one of the two must be renamed or uninstalled")
+        unmarked = [hook for hook in vars(manager.hook) if callable(getattr(plugin, hook, None))
+                    and manager.parse_hookimpl_opts(plugin, hook) is None]
+        if unmarked:
+            raise PluginError(f"plugin {name!r} from {package} defines {', '.join(f'{h}()' for h in unmarked)} "
+                              "without @hookimpl (from harness import hookimpl), so dpgym would never call it")
         try:
             manager.register(plugin, name=name)
             manager.check_pending()
         except pluggy.PluginValidationError as err:
             manager.unregister(name=name)
             raise PluginError(f"plugin {name!r} from {package} does not fit the dpgym hooks: {err}") from err
+        except ValueError as err:  # pluggy: this module or object is registered under another name already
+            raise PluginError(f"plugin {name!r} from {package}: {err}") from err
+        packages[name] = package
 
     @staticmethod
     def _collect(kind: str, hook: Any, packages: dict[str, str]) -> dict[str, Provided]:
@@ -196,3 +205,7 @@ class Registry:
     def metric(self, name: str) -> Any:
         return self.get("metric", name).spec
 
+
+def _instance(plugin: object) -> object:
+    """pluggy calls the hooks of an instance, so a plugin given as a class is instantiated."""
+    return plugin() if isinstance(plugin, type) else plugin

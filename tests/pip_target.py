@@ -17,6 +17,15 @@ def install(package: Path, target: Path) -> dict[str, str]:
     return {**os.environ, "COLUMNS": "250", "PYTHONPATH": path}
 
 
+def metadata_only(site: Path, distribution: str, entry_points: dict[str, str]) -> None:
+    """The installed metadata of `distribution` (version 0.1.0) in `site`, registering `entry_points`
+    in the dpgym group: what importlib.metadata sees of a pip-installed plugin, without its code."""
+    info = site / f"{distribution.replace('-', '_')}-0.1.0.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {distribution}\nVersion: 0.1.0\n")
+    (info / "entry_points.txt").write_text("[dpgym]\n" + "".join(f"{key} = {value}\n" for key, value in entry_points.items()))
+
+
 def dpgym(env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "harness.cli", *args], capture_output=True, text=True, env=env,
                           timeout=600)

@@ -9,7 +9,9 @@ import pytest
 from harness import DatasetSpec, GeneratorSpec, Guarantee, hookimpl
 from harness import registry as registry_module
 from harness.registry import PluginError, Registry
+from plugins.generators import uniform as uniform_plugin
 from plugins.generators.uniform import Uniform
+from tests.pip_target import metadata_only
 
 
 def test_first_party_plugins_come_from_entry_points_with_their_package():
@@ -36,6 +38,55 @@ class DuplicateUniform:
 def test_duplicate_names_name_both_providers():
     with pytest.raises(PluginError, match=r"generator name 'uniform' is provided twice: by plugin 'uniform'.*'dup'"):
         Registry.discover(extra={"dup": DuplicateUniform()})
+
+
+def test_an_entry_point_name_taken_twice_names_both_packages(tmp_path, monkeypatch):
+    for package in ("one", "two"):
+        (tmp_path / f"plugin_{package}.py").write_text("DPGYM_API_VERSION = 1\n")
+        metadata_only(tmp_path, f"dpgym-{package}", {"shared": f"plugin_{package}"})
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(PluginError, match=r"two plugins are named 'shared', one from dpgym-(one|two) 0.1.0 "
+                                          r"and one from dpgym-(one|two) 0.1.0") as caught:
+        Registry.discover()
+    assert "dpgym-one" in str(caught.value) and "dpgym-two" in str(caught.value)
+
+
+def test_a_plugin_taking_a_first_party_name_names_dpgym_and_itself(tmp_path, monkeypatch):
+    (tmp_path / "plugin_census.py").write_text("DPGYM_API_VERSION = 1\n")
+    metadata_only(tmp_path, "dpgym-census", {"census": "plugin_census"})
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(PluginError, match=r"two plugins are named 'census', one from (dpgym|dpgym-census) [^ ]+ "
+                                          r"and one from (dpgym|dpgym-census) [^ ]+:") as caught:
+        Registry.discover()
+    assert "dpgym-census 0.1.0" in str(caught.value) and "dpgym 0." in str(caught.value)
+
+
+def test_one_module_registered_under_two_names_is_named():
+    with pytest.raises(PluginError, match=r"plugin 'again' from registered directly: .*already registered"):
+        Registry.discover(extra={"again": uniform_plugin})
+
+
+class ClassPlugin:
+    @hookimpl
+    def dpgym_generators(self):
+        return [GeneratorSpec(name="from_a_class", version="1", factory=Uniform, guarantee=Guarantee.PURE)]
+
+
+def test_an_entry_point_naming_a_class_registers_an_instance(monkeypatch):
+    classy = EntryPoint(name="classy", value=f"{__name__}:ClassPlugin", group="dpgym")
+    real = registry_module.entry_points(group="dpgym")
+    monkeypatch.setattr(registry_module, "entry_points", lambda group: [*real, classy])
+    assert Registry.discover().get("generator", "from_a_class").plugin == "classy"
+
+
+class Unmarked:
+    def dpgym_generators(self):  # no @hookimpl: pluggy would skip it
+        return [GeneratorSpec(name="unmarked", version="1", factory=Uniform, guarantee=Guarantee.PURE)]
+
+
+def test_hook_functions_without_hookimpl_are_refused_naming_the_plugin():
+    with pytest.raises(PluginError, match=r"plugin 'plain' .*defines dpgym_generators\(\) without @hookimpl"):
+        Registry.discover(extra={"plain": Unmarked()})
 
 
 class EmptyVersion:
@@ -106,3 +157,12 @@ class FromTheFuture:
 def test_plugin_api_version_mismatch_says_what_to_upgrade():
     with pytest.raises(PluginError, match=r"plugin 'future'.*written for dpgym plugin API 99.*speaks API 1: upgrade dpgym"):
         Registry.discover(extra={"future": FromTheFuture()})
+
+
+class TextVersion:
+    DPGYM_API_VERSION = "1"
+
+
+def test_a_plugin_api_version_that_is_not_an_integer_is_named():
+    with pytest.raises(PluginError, match=r"plugin 'text' .*declares DPGYM_API_VERSION = '1', which is not an integer"):
+        Registry.discover(extra={"text": TextVersion()})
