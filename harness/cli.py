@@ -308,7 +308,7 @@ def main(argv: list[str] | None = None) -> int:
         elif args.command == "check":
             return cmd_check(args, registry, console)
         elif args.command == "new-plugin":
-            target = new_plugin(args.name, args.dir, taken=registry.kinds["generator"])
+            target = new_plugin(args.name, args.dir, taken=registry.names_in_use())
             console.print(f"plugin package written to {target}: see its README.md, then `pip install -e {target}`",
                           markup=False, soft_wrap=True)
     except KeyboardInterrupt:

@@ -45,6 +45,7 @@ class Registry:
     def __init__(self, manager: pluggy.PluginManager, packages: dict[str, str], worker_plugins: str = "",
                  direct: tuple[str, ...] = ()):
         self.manager = manager
+        self.packages = packages  # plugin (entry-point or registration) name -> its package
         # What worker processes must load beyond the entry points (a DPGYM_PLUGINS value): the
         # variable's own plugins, and `extra` plugins that can be re-imported by name.
         self.worker_plugins = worker_plugins
@@ -195,6 +196,14 @@ class Registry:
             return Provided(variant, base.plugin, base.package)
         except ValueError as err:
             raise PluginError(f"{kind} {name!r}: {err}") from err
+
+    def names_in_use(self) -> dict[str, str]:
+        """Every name a new plugin must not take, with what holds it: the plugins' own
+        (entry-point) names and every generator, learner, dataset and metric name."""
+        used = {name: f"the plugin {name!r} from {package}" for name, package in self.packages.items()}
+        for kind, provided in self.kinds.items():
+            used.update({name: f"the {kind} {name!r} from {p.package}" for name, p in provided.items()})
+        return used
 
     def generator(self, name: str) -> Any:
         return self.get("generator", name).spec

@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import importlib
+
 import pytest
 
 from harness.cli import main, metric_directions
 from harness.leaderboard import write_leaderboard
 from harness.registry import Registry
 from harness.runner import run_suite
+from harness.scaffold import new_plugin
 from harness.store import RunStore
 from harness.suite import GeneratorConfig, Settings, Suite
-from tests.pip_target import conformance, install
+from harness.testing import check_device_flag, conformance_checks
+from tests.pip_target import conformance, install, metadata_only
 
 
 @pytest.fixture(scope="module")
@@ -29,7 +33,7 @@ def test_the_package_has_its_entry_point_generator_test_and_readme(scaffolded):
     package, _ = scaffolded
     assert '[project.entry-points.dpgym]\nmarginal_demo = "dpgym_marginal_demo"' in (package / "pyproject.toml").read_text()
     assert 'name = "dpgym-marginal-demo"' in (package / "pyproject.toml").read_text()
-    assert "class MarginalDemo:" in (package / "src" / "dpgym_marginal_demo" / "generator.py").read_text()
+    assert "class MarginalDemoGenerator:" in (package / "src" / "dpgym_marginal_demo" / "generator.py").read_text()
     assert "## What to replace" in (package / "README.md").read_text()
     assert not list(package.rglob("*.tmpl")) and not list(package.rglob("*{{*"))
 
@@ -64,12 +68,37 @@ def test_it_is_ranked_in_a_run(scaffolded, tmp_path):
 @pytest.mark.parametrize("name, problem", [
     ("My-Gen", "invalid plugin name 'My-Gen'"),
     ("class", "invalid plugin name 'class'"),
-    ("independent", "a generator named 'independent' is already installed"),
+    ("gen_", "invalid plugin name 'gen_'"),  # dpgym-gen- is no valid distribution name
+    ("my__first", "invalid plugin name 'my__first'"),  # dpgym-my--first is dpgym-my-first to pip
+    ("independent", "the name 'independent' is taken by the generator 'independent' from dpgym 0.1.0"),
+    ("census", "the name 'census' is taken by the dataset 'census' from dpgym 0.1.0"),
+    ("fidelity", "the name 'fidelity' is taken by the metric 'fidelity' from dpgym 0.1.0"),
+    ("dpsgd_lr", "the name 'dpsgd_lr' is taken by the learner 'dpsgd_lr' from dpgym 0.1.0"),
+    ("mimic", "the name 'mimic' is taken by the plugin 'mimic' from dpgym 0.1.0"),  # an entry-point key only
 ])
 def test_invalid_names_are_refused(name, problem, tmp_path, capsys):
     assert main(["new-plugin", name, "--dir", str(tmp_path / "out")]) == 2
     assert problem in capsys.readouterr().err
     assert not (tmp_path / "out").exists()
+
+
+def test_a_name_whose_distribution_is_installed_is_refused(tmp_path, monkeypatch, capsys):
+    metadata_only(tmp_path / "site", "dpgym-taken-dist", {})
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    assert main(["new-plugin", "taken_dist", "--dir", str(tmp_path / "out")]) == 2
+    assert "the distribution dpgym-taken-dist 0.1.0 is already installed" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("name", ["none", "true", "guarantee", "generator_spec", "ledger_entry", "column_kind",
+                                  "generator"])
+def test_names_of_python_constants_and_of_imported_classes_make_a_working_package(name, tmp_path, monkeypatch):
+    package = new_plugin(name, tmp_path / "package", taken={})
+    monkeypatch.syspath_prepend(str(package / "src"))
+    spec = Registry.discover(extra={name: importlib.import_module(f"dpgym_{name}")}).generator(name)
+    for check in conformance_checks(spec):
+        if check.check is not check_device_flag:  # skipped: the scaffold's generator has no device flag
+            check()
 
 
 def test_a_non_empty_target_is_refused_and_left_alone(tmp_path, capsys):
