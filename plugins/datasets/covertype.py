@@ -12,6 +12,7 @@ here like intrusion's: stratified, 100,000 test rows (SDGym's 481,012 / 100,000)
 
 from __future__ import annotations
 
+import http.client
 import os
 import shutil
 import tempfile
@@ -42,7 +43,9 @@ def schema() -> Schema:
 
 
 def folder(data_dir: str | None = None) -> Path:
-    return Path(data_dir) if data_dir else data_root() / "covertype"
+    """Absolute, so `verified` takes it as it is: a relative data_dir (or $DPGYM_DATA) is the user's,
+    relative to the working directory, never to the data root."""
+    return (Path(data_dir) if data_dir else data_root() / "covertype").absolute()
 
 
 def how_to(path: Path) -> str:
@@ -59,7 +62,7 @@ def locate(data_dir: str | None = None) -> Path:
         if os.environ.get("DPGYM_ALLOW_DOWNLOAD") != "1":
             raise DatasetUnavailable(how_to(path))
         download(path)
-    return verified(str(path), SHA256)  # an absolute path replaces the data root
+    return verified(str(path), SHA256)
 
 
 def availability(data_dir: str | None = None) -> str:
@@ -83,7 +86,9 @@ def download(path: Path) -> None:
                     f"covertype: {URL} sent a file with sha256 {actual}, expected {SHA256}; not used. {how_to(path)}"
                 )
             os.replace(fetched, path)
-    except OSError as err:  # offline, refused, timed out, disk full, read-only folder (URLError is an OSError)
+    except (OSError, http.client.HTTPException) as err:
+        # offline, refused, timed out, disk full, read-only folder (URLError is an OSError), or the
+        # connection cut mid-transfer (http.client.IncompleteRead, an HTTPException)
         raise DatasetUnavailable(f"covertype: download from {URL} failed ({err}); {how_to(path)}") from err
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import gzip
 import hashlib
+import http.client
 import io
 import urllib.error
 
@@ -111,6 +112,49 @@ def test_offline_download_is_unavailable(archive, tmp_path, monkeypatch):
     monkeypatch.setattr("urllib.request.urlopen", served(urllib.error.URLError("no network")))
     with pytest.raises(DatasetUnavailable, match="download .* failed .*no network"):
         covertype.load()
+
+
+class CutStream(io.BytesIO):
+    """A response whose connection drops mid-transfer."""
+
+    def read(self, size=-1):
+        raise http.client.IncompleteRead(b"partial")
+
+
+def test_a_download_cut_mid_transfer_is_unavailable_and_leaves_no_file(archive, tmp_path, monkeypatch):
+    monkeypatch.setenv("DPGYM_DATA", str(tmp_path))
+    monkeypatch.setenv("DPGYM_ALLOW_DOWNLOAD", "1")
+    monkeypatch.setattr("urllib.request.urlopen", lambda url, timeout: CutStream())
+    with pytest.raises(DatasetUnavailable, match=r"download .* failed \(IncompleteRead"):
+        covertype.load()
+    assert list((tmp_path / "covertype").iterdir()) == []
+
+
+def test_a_relative_data_dir_is_relative_to_the_working_directory(archive, tmp_path, registry, monkeypatch):
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "covtype.data.gz").write_bytes(archive)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("DPGYM_DATA", str(tmp_path / "elsewhere"))
+    spec = registry.dataset("covertype:data_dir=mine")
+    assert spec.availability() == ""
+    assert len(spec.load().train) == 75
+
+
+def test_a_relative_data_dir_receives_the_download(archive, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("DPGYM_DATA", str(tmp_path / "elsewhere"))
+    monkeypatch.setenv("DPGYM_ALLOW_DOWNLOAD", "1")
+    monkeypatch.setattr("urllib.request.urlopen", served(archive))
+    assert len(covertype.load("fetched").test) == 25
+    assert (tmp_path / "fetched" / "covtype.data.gz").read_bytes() == archive
+
+
+def test_a_relative_data_root_is_relative_to_the_working_directory(archive, tmp_path, monkeypatch):
+    (tmp_path / "root" / "covertype").mkdir(parents=True)
+    (tmp_path / "root" / "covertype" / "covtype.data.gz").write_bytes(archive)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("DPGYM_DATA", "root")
+    assert len(covertype.load().train) == 75
 
 
 def test_a_present_file_with_the_wrong_checksum_is_unavailable(archive, tmp_path, monkeypatch):
