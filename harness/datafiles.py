@@ -1,8 +1,8 @@
 """Locating and verifying the data files a dataset plugin reads.
 
-Files are looked up under ``$DPGYM_DATA`` when set, else under the repository's ``datasets/``
-folder, and their sha256 is checked before every load: a corrupted or substituted file is an
-error naming the file, never a silent substitute.
+Files are looked up under ``$DPGYM_DATA`` when set and not empty, else under the repository's
+``datasets/`` folder, and their sha256 is checked before every load: a corrupted or substituted
+file is an error naming the file, never a silent substitute.
 """
 
 from __future__ import annotations
@@ -19,7 +19,8 @@ class DatasetUnavailable(RuntimeError):
 
 
 def data_root() -> Path:
-    return Path(os.environ.get("DPGYM_DATA", REPO_DATA))
+    """An empty DPGYM_DATA (``DPGYM_DATA= dpgym run``) counts as unset, not as the working directory."""
+    return Path(os.environ.get("DPGYM_DATA") or REPO_DATA)
 
 
 def sha256_of(path: Path) -> str:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from harness.datafiles import DatasetUnavailable
-from plugins.datasets import census, intrusion, lifesci
+from harness.datafiles import REPO_DATA, DatasetUnavailable, data_root, verified
+from plugins.datasets import adult, census, intrusion, lifesci
 
 FILES = {
     "census": (census.load, census.FILES),
@@ -34,3 +34,9 @@ def test_a_missing_file_is_unavailable_naming_the_file(tmp_path, monkeypatch):
     monkeypatch.setenv("DPGYM_DATA", str(tmp_path))
     with pytest.raises(DatasetUnavailable, match="census-income.data.xz is missing"):
         census.load()
+
+
+def test_an_empty_dpgym_data_counts_as_unset(monkeypatch):
+    monkeypatch.setenv("DPGYM_DATA", "")
+    assert data_root() == REPO_DATA
+    assert verified("adult/adult.data.xz", adult.FILES["adult/adult.data.xz"]) == REPO_DATA / "adult" / "adult.data.xz"
