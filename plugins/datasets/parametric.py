@@ -101,7 +101,8 @@ def rebalanceable(base: DatasetSpec) -> ParametricDatasetSpec:
 
 @functools.cache  # one spec object per variant, so the runner's per-process load cache is hit
 def _variant(base: DatasetSpec, undersample: float, test: float | None) -> DatasetSpec:
-    argument = f"undersample={undersample:g}" + ("" if test is None else f",test={test:g}")
+    # repr: the shortest text that reads back as the same float, so distinct shares never share a name
+    argument = f"undersample={undersample!r}" + ("" if test is None else f",test={test!r}")
 
     def load() -> Split:
         return rebalance(base.load(), base.schema().target, undersample, test)

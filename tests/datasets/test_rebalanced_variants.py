@@ -47,6 +47,12 @@ def test_a_variant_is_one_fixed_dataset_with_its_own_name_and_key(registry):
     assert a.schema() == adult.schema()
 
 
+def test_shares_equal_to_six_digits_are_two_variants(registry):
+    a, b = registry.dataset("adult:undersample=0.4000404"), registry.dataset("adult:undersample=0.40004049")
+    assert (a.name, b.name) == ("adult:undersample=0.4000404", "adult:undersample=0.40004049")
+    assert a.checksum != b.checksum
+
+
 def test_census_as_dp_merf_prepares_it(registry, census_split):
     split = registry.dataset("census:undersample=0.4,test=0.2").load()
     both = pd.concat([split.train, split.test])
