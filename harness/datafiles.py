@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+from collections.abc import Iterable
 from pathlib import Path
 
 REPO_DATA = Path(__file__).resolve().parent.parent / "datasets"
@@ -31,11 +32,25 @@ def sha256_of(path: Path) -> str:
     return digest.hexdigest()
 
 
+def _missing(path: Path, relative: str) -> str:
+    return f"data file {path} is missing (set DPGYM_DATA to the folder that holds {relative})"
+
+
+def files_availability(relatives: Iterable[str]) -> str:
+    """A dataset's `availability`: "" when each of its files is under the data root, else a line
+    naming the first missing one. No hashing, so `dpgym list` stays quick; `verified` checks at load."""
+    for relative in relatives:
+        path = data_root() / relative
+        if not path.is_file():
+            return _missing(path, relative)
+    return ""
+
+
 def verified(relative: str, sha256: str) -> Path:
     """The path of a data file under the data root, after checking its sha256."""
     path = data_root() / relative
     if not path.is_file():
-        raise DatasetUnavailable(f"data file {path} is missing (set DPGYM_DATA to the folder that holds {relative})")
+        raise DatasetUnavailable(_missing(path, relative))
     actual = sha256_of(path)
     if actual != sha256:
         raise DatasetUnavailable(f"data file {path} has sha256 {actual}, expected {sha256}: corrupted or not the published file")

@@ -8,6 +8,8 @@ import sys
 
 import pytest
 
+from harness.cli import main
+
 
 def dpgym(*args: str, cwd=None) -> subprocess.CompletedProcess:
     env = {**os.environ, "COLUMNS": "250"}  # rich tables wrap at 80 columns without a terminal
@@ -27,6 +29,18 @@ def test_list_piped_at_the_default_width_shows_every_default_in_full():
                          env={k: v for k, v in os.environ.items() if k != "COLUMNS"})
     assert out.returncode == 0 and "…" not in out.stdout
     assert "encoder_mode=joint" in out.stdout  # dp_autogan's, cut to "encoder_mode=join…" at 80 columns
+
+
+def test_list_marks_datasets_without_their_files_unavailable(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("DPGYM_DATA", str(tmp_path))
+    monkeypatch.delenv("DPGYM_MIMIC3", raising=False)
+    monkeypatch.setenv("COLUMNS", "250")
+    assert main(["list"]) == 0
+    rows = {line.split("│")[1].strip(): line.split("│")[3].strip() for line in capsys.readouterr().out.splitlines()
+            if line.count("│") == 7}  # the datasets table's rows: name, version, available, ...
+    assert {name: rows[name] for name in ("adult", "census", "intrusion", "lifesci", "mimic3", "half_moons")} == {
+        "adult": "no (see below)", "census": "no (see below)", "intrusion": "no (see below)",
+        "lifesci": "no (see below)", "mimic3": "no (see below)", "half_moons": "yes"}
 
 
 @pytest.mark.parametrize(

@@ -7,12 +7,12 @@ Missing values ("?") are kept as an explicit category (see ``datasets/adult/sche
 
 from __future__ import annotations
 
-from functools import cache
+from functools import cache, partial
 
 import pandas as pd
 
 from harness import DatasetSpec, Schema, Split, hookimpl
-from harness.datafiles import REPO_DATA, combined_checksum, verified
+from harness.datafiles import REPO_DATA, combined_checksum, files_availability, verified
 from plugins.datasets.parametric import rebalanceable
 
 FILES = {
@@ -59,6 +59,7 @@ SPEC = rebalanceable(DatasetSpec(
     checksum=combined_checksum(list(FILES.values())),
     description="UCI Adult, income >50K; official split 32,561 / 16,281; '?' kept as a category; "
                 "adult:undersample=r[,test=f] rebalances",
+    availability=partial(files_availability, FILES),
 ))
 
 

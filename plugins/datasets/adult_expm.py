@@ -10,14 +10,14 @@ so the split itself costs no privacy.
 from __future__ import annotations
 
 from dataclasses import replace
-from functools import cache
+from functools import cache, partial
 
 import numpy as np
 import pandas as pd
 from sklearn.model_selection import train_test_split
 
 from harness import DatasetSpec, Schema, Split, hookimpl
-from harness.datafiles import combined_checksum
+from harness.datafiles import combined_checksum, files_availability
 from plugins.datasets import adult
 
 SPLIT_SEED = 0
@@ -72,6 +72,7 @@ SPEC = DatasetSpec(
     license="CC BY 4.0",
     checksum=combined_checksum(list(adult.FILES.values()) + [f"split-{SPLIT_SEED}-64/16/20"]),
     description="Adult, both files, '?' rows dropped (45,222); stratified 64/16/20, train = train+dev",
+    availability=partial(files_availability, adult.FILES),
 )
 
 

@@ -9,12 +9,12 @@ re-split 80/20; `plugins.datasets.parametric.rebalance`).
 
 from __future__ import annotations
 
-from functools import cache
+from functools import cache, partial
 
 import pandas as pd
 
 from harness import DatasetSpec, Schema, Split, hookimpl
-from harness.datafiles import REPO_DATA, combined_checksum, verified
+from harness.datafiles import REPO_DATA, combined_checksum, files_availability, verified
 from plugins.datasets.parametric import rebalanceable
 
 FILES = {
@@ -64,6 +64,7 @@ SPEC = rebalanceable(DatasetSpec(
     checksum=combined_checksum(list(FILES.values())),
     description="UCI Census-Income (KDD), income 50000+; official split 199,523 / 99,762; instance weight dropped; "
                 "census:undersample=r[,test=f] rebalances",
+    availability=partial(files_availability, FILES),
 ))
 
 

@@ -13,13 +13,13 @@ to 30 %, then re-split 70/30; `plugins.datasets.parametric.rebalance`).
 
 from __future__ import annotations
 
-from functools import cache
+from functools import cache, partial
 
 import pandas as pd
 from sklearn.model_selection import train_test_split
 
 from harness import Column, ColumnKind, DatasetSpec, Schema, SchemaError, Split, hookimpl
-from harness.datafiles import REPO_DATA, verified
+from harness.datafiles import REPO_DATA, files_availability, verified
 from plugins.datasets.parametric import rebalanceable
 
 DATA = "intrusion/kddcup.data_10_percent.gz"
@@ -102,6 +102,7 @@ _COMMON = dict(
     ),
     license="CC BY 4.0",
     checksum=SHA256,
+    availability=partial(files_availability, [DATA]),
 )
 
 SPECS = [

@@ -12,13 +12,13 @@ Licence: none stated by the original authors (see ``datasets/SOURCES.md``).
 
 from __future__ import annotations
 
-from functools import cache
+from functools import cache, partial
 
 import numpy as np
 import pandas as pd
 
 from harness import DatasetSpec, Schema, SchemaError, Split, hookimpl
-from harness.datafiles import REPO_DATA, combined_checksum, verified
+from harness.datafiles import REPO_DATA, combined_checksum, files_availability, verified
 from plugins.datasets.parametric import ParametricDatasetSpec, fold_number, parse_options
 
 FOLDS = 10
@@ -101,6 +101,7 @@ def spec(fold: int = 1) -> DatasetSpec:
         ),
         license="none stated; redistribution unclear (datasets/SOURCES.md)",
         checksum=combined_checksum(list(FILES.values())),
+        availability=partial(files_availability, FILES),
     )
     if fold != 1:
         return DatasetSpec(name=f"lifesci:fold={fold}", description=f"Life Science, dp-flows fold {fold} held out", **fields)

@@ -43,6 +43,15 @@ def mimic_path() -> Path:
     return path
 
 
+def mimic_availability() -> str:
+    """Empty when DPGYM_MIMIC3 names a file, else the how-to line `mimic_path` raises; reads nothing."""
+    try:
+        mimic_path()
+    except DatasetUnavailable as err:
+        return str(err)
+    return ""
+
+
 def _read_mimic(path: Path, header_only: bool = False) -> pd.DataFrame:
     if path.suffix == ".parquet":
         frame = pd.read_parquet(path)
@@ -122,6 +131,7 @@ MIMIC = DatasetSpec(
     license="PhysioNet Credentialed Health Data License 1.5.0 (user-supplied)",
     checksum=f"user-supplied:{os.environ.get(ENV, '')}",
     description=f"MIMIC-III patients × 3-digit ICD-9 codes (binary), user-supplied via ${ENV}; split 60/20 in file order",
+    availability=mimic_availability,
 )
 
 STANDIN = DatasetSpec(

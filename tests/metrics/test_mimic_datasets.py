@@ -19,6 +19,16 @@ def test_missing_mimic_file_is_a_clear_unavailable_error(monkeypatch, tmp_path):
         mimic.mimic_schema()
 
 
+def test_mimic_is_available_only_with_a_file(monkeypatch, tmp_path):
+    monkeypatch.delenv(mimic.ENV, raising=False)
+    assert mimic.ENV in mimic.MIMIC.availability()
+    monkeypatch.setenv(mimic.ENV, str(tmp_path / "absent.csv"))
+    assert "no such file" in mimic.MIMIC.availability()
+    (tmp_path / "codes.csv").write_text("401,428\n0,1\n")
+    monkeypatch.setenv(mimic.ENV, str(tmp_path / "codes.csv"))
+    assert mimic.MIMIC.availability() == ""
+
+
 def test_a_user_matrix_is_split_60_20_in_file_order(monkeypatch, tmp_path):
     rows = np.random.default_rng(0).integers(0, 2, size=(50, 4))
     path = tmp_path / "codes.csv"
