@@ -6,6 +6,10 @@ random-forest accuracy on the label.
 The paper evaluates ADULT on 13 columns: it drops `fnlwgt` and the string `education` (keeping
 `education-num`). `PAPER_VIEWS` applies that view to the harness's 15-column Adult; other datasets
 are evaluated on all their columns.
+
+Dimension-wise prediction leaves a row out of a column's task when that column is missing in it,
+and encodes missing predictors as the utility metric does (no category; a nullable numeric column
+at its lower bound with a missing indicator).
 """
 
 from __future__ import annotations
@@ -20,7 +24,8 @@ from sklearn.ensemble import RandomForestClassifier
 from sklearn.linear_model import Lasso, LogisticRegression
 from sklearn.metrics import accuracy_score, f1_score, r2_score, roc_auc_score
 
-from harness import ColumnKind, Direction, MetricContext, MetricResult, MetricSpec, Schema, hookimpl
+from harness import Column, ColumnKind, Direction, MetricContext, MetricResult, MetricSpec, Schema, hookimpl
+from plugins.metrics.utility import encode_features
 
 PAPER_VIEWS: dict[str, tuple[str, ...]] = {"adult": ("fnlwgt", "education")}  # columns the paper drops
 PREVALENCE_FLOOR = 0.01  # binary data: features with < 1% ones in real train are left out (App. D.1, Fig. 12)
@@ -129,21 +134,24 @@ def evaluate_probability(ctx: MetricContext) -> MetricResult:
 # Dimension-wise prediction, train on synthetic, test on real (paper §4, App. C.2.1)
 # ---------------------------------------------------------------------------------------------
 
-def design(frame: pd.DataFrame, schema: Schema, names: list[str]) -> np.ndarray:
-    """Predictors re-encoded from the schema: one-hot for discrete, min-max by public bounds."""
-    parts = []
-    for name in names:
-        col = schema[name]
-        if col.is_numeric:
-            parts.append(((frame[name].to_numpy(dtype=float) - col.min) / (col.max - col.min))[:, None])
-        else:
-            codes = pd.Categorical(frame[name].astype(str), categories=list(col.categories)).codes
-            parts.append(np.eye(len(col.categories))[codes])
-    return np.hstack(parts)
+def labelled(frame: pd.DataFrame, target: Column, predictors: list[Column]) -> tuple[np.ndarray, np.ndarray]:
+    """Predictors, encoded from the schema alone as the utility metric encodes them, and target of
+    the rows whose target is present: a missing value is neither a value to regress nor a class to
+    predict (the utility metric leaves such rows out too)."""
+    if target.is_numeric:
+        y = pd.to_numeric(frame[target.name]).to_numpy(dtype=float, na_value=np.nan)
+        present = ~np.isnan(y)
+    else:
+        y = pd.Categorical(frame[target.name].astype(str), categories=list(target.categories)).codes
+        present = y >= 0
+    return encode_features(frame, predictors)[present], y[present]
 
 
 def _score(kind: str, model, x_train, y_train, x_test, y_test, seed: int) -> float:
-    """One column's held-out score; a single-class training target predicts that class (CODE)."""
+    """One column's held-out score; a single-class training target predicts that class (CODE). NaN
+    when the column is missing in every training or every test row: nothing to learn or to score."""
+    if len(y_train) == 0 or len(y_test) == 0:
+        return math.nan
     if kind == "numeric":
         return float(r2_score(y_test, model.fit(x_train, y_train).predict(x_test)))
     classes = np.unique(y_train)
@@ -165,22 +173,20 @@ def evaluate_prediction(ctx: MetricContext) -> MetricResult:
     per_column: dict[str, dict[str, float]] = {}
     for name in names:
         col = schema[name]
-        others = [n for n in names if n != name]
+        predictors = [schema[n] for n in names if n != name]
+        x_real, y_real = labelled(ctx.train, col, predictors)
         if col.is_numeric:
             kind, make = "numeric", lambda: Lasso(alpha=1.0)
-            target = lambda f: f[name].to_numpy(dtype=float)  # noqa: E731
+        elif all_binary:
+            if y_real.mean() < PREVALENCE_FLOOR:
+                continue
+            kind, make = "auroc", lambda: LogisticRegression(solver="liblinear", max_iter=100)
         else:
-            target = lambda f: pd.Categorical(f[name].astype(str), categories=list(col.categories)).codes  # noqa: E731
-            if all_binary:
-                if target(ctx.train).mean() < PREVALENCE_FLOOR:
-                    continue
-                kind, make = "auroc", lambda: LogisticRegression(solver="liblinear", max_iter=100)
-            else:
-                kind = "binary_f1" if len(col.categories) == 2 else "micro_f1"
-                make = lambda: RandomForestClassifier(n_estimators=10, random_state=seed, n_jobs=1)  # noqa: E731
-        x_test, y_test = design(ctx.test, schema, others), target(ctx.test)
-        real = _score(kind, make(), design(ctx.train, schema, others), target(ctx.train), x_test, y_test, seed)
-        syn = _score(kind, make(), design(ctx.synthetic, schema, others), target(ctx.synthetic), x_test, y_test, seed)
+            kind = "binary_f1" if len(col.categories) == 2 else "micro_f1"
+            make = lambda: RandomForestClassifier(n_estimators=10, random_state=seed, n_jobs=1)  # noqa: E731
+        x_test, y_test = labelled(ctx.test, col, predictors)
+        real = _score(kind, make(), x_real, y_real, x_test, y_test, seed)
+        syn = _score(kind, make(), *labelled(ctx.synthetic, col, predictors), x_test, y_test, seed)
         per_column[name] = {"kind": kind, "real": real, "synthetic": syn}
     gaps = lambda kinds: [abs(c["real"] - c["synthetic"]) for c in per_column.values()  # noqa: E731
                           if c["kind"] in kinds and not (math.isnan(c["real"]) or math.isnan(c["synthetic"]))]
@@ -248,7 +254,7 @@ SPECS = [
     MetricSpec("dimension_wise_probability", "1", evaluate_probability,
                {"dimwise_prob_pearson": Direction.HIGHER, "dimwise_prob_mae": Direction.LOWER},
                "per-category frequency, real train vs synthetic: Pearson r and mean |Δ| (Choi et al.)"),
-    MetricSpec("dimension_wise_prediction", "1", evaluate_prediction,
+    MetricSpec("dimension_wise_prediction", "2", evaluate_prediction,
                {"dimwise_pred_gap_discrete": Direction.LOWER, "dimwise_pred_gap_numeric": Direction.LOWER,
                 "dimwise_pred_auroc_synthetic": Direction.HIGHER},
                "per column, train-on-synthetic vs train-on-real, tested on real: F1 (RF), R² (Lasso), AUROC (LR) gaps"),

@@ -27,7 +27,7 @@ standardize on the synthetic training rows inside their pipeline.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import numpy as np
@@ -52,7 +52,7 @@ from xgboost import XGBClassifier
 
 from harness.executors import cell_threads
 from harness.hookspecs import hookimpl
-from harness.schema import Schema
+from harness.schema import Column, Schema
 from harness.specs import Direction, MetricContext, MetricResult, MetricSpec
 
 # Bounds the cost on large tables (Census, Covertype, Intrusion): above this many synthetic rows the
@@ -103,8 +103,8 @@ def make_classifier(name: str, seed: int, tree_min_samples_leaf: int = MIN_SAMPL
     return model
 
 
-def encode_features(frame: pd.DataFrame, schema: Schema) -> np.ndarray:
-    """Schema-driven, data-independent encoding of the feature columns.
+def encode_features(frame: pd.DataFrame, columns: Iterable[Column]) -> np.ndarray:
+    """Schema-driven, data-independent encoding of the given feature columns.
 
     One-hot over the schema's categories (a missing value is all zeros); numeric columns min-max
     scaled by the public bounds, with a missing-indicator column when the column is nullable.
@@ -113,7 +113,7 @@ def encode_features(frame: pd.DataFrame, schema: Schema) -> np.ndarray:
     takes them.
     """
     blocks = []
-    for col in schema.features:
+    for col in columns:
         values = frame[col.name]
         if col.is_numeric:
             x = pd.to_numeric(values).to_numpy(dtype=float, na_value=np.nan)
@@ -143,7 +143,7 @@ def target_codes(frame: pd.DataFrame, schema: Schema) -> np.ndarray:
 def _labelled(frame: pd.DataFrame, schema: Schema) -> tuple[np.ndarray, np.ndarray]:
     y = target_codes(frame, schema)
     keep = y >= 0
-    return encode_features(frame.loc[keep], schema), y[keep]
+    return encode_features(frame.loc[keep], schema.features), y[keep]
 
 
 def fit_predict_proba(

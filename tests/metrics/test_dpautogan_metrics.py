@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from harness import MetricContext
+from harness import Column, ColumnKind, MetricContext, Schema
 from plugins.datasets.mimic import load_standin, standin_schema
 from plugins.metrics.dpautogan import (
     category_distribution,
@@ -20,6 +20,7 @@ from plugins.metrics.dpautogan import (
     evaluate_probability,
     jsd,
     label_accuracy,
+    labelled,
     smoothed_kl,
     smoothing,
 )
@@ -116,3 +117,41 @@ def test_diversity_skips_columns_with_a_single_real_category(standin):
     result = evaluate_diversity(MetricContext(train, test, synthetic, schema, seed=0))
     assert math.isfinite(result.values["diversity_kl_sum"])
     assert "code000" in result.detail["skipped"]
+
+
+NULLABLE = Schema("nullable", (Column("x", ColumnKind.CONTINUOUS, min=-10.0, max=10.0, nullable=True),
+                               Column("colour", ColumnKind.CATEGORICAL, categories=("red", "green", "blue"),
+                                      nullable=True),
+                               Column("label", ColumnKind.BINARY, categories=("no", "yes"))), target="label")
+
+
+def nullable_rows(n, seed, missing=0.2):
+    """`label` is `x > 0`; `colour` is blue for positive x and red or green otherwise; both predictors
+    are missing in a share of the rows."""
+    rng = np.random.default_rng(seed)
+    x = rng.normal(0, 2, n).clip(-10, 10)
+    colour = np.where(x > 0, "blue", rng.choice(["red", "green"], n))
+    frame = pd.DataFrame({"x": np.where(rng.random(n) < missing, np.nan, x),
+                          "colour": np.where(rng.random(n) < missing, None, colour),
+                          "label": np.where(x > 0, "yes", "no")})
+    return NULLABLE.conform(frame)
+
+
+def test_prediction_leaves_out_rows_missing_the_target_and_encodes_missing_predictors():
+    train, test = nullable_rows(600, 0), nullable_rows(300, 1)
+    result = evaluate_prediction(MetricContext(train, test, train, NULLABLE, seed=0))
+    assert result.values["dimwise_pred_gap_discrete"] == 0 and result.values["dimwise_pred_gap_numeric"] == 0
+    assert all(math.isfinite(c["real"]) for c in result.detail["columns"].values())
+
+
+def test_a_missing_category_is_no_category_not_the_last_one():
+    rows = NULLABLE.conform(pd.DataFrame({"x": [1.0], "colour": [None], "label": ["yes"]}))
+    x, y = labelled(rows, NULLABLE["label"], [NULLABLE["colour"]])
+    np.testing.assert_array_equal(x, [[0, 0, 0]])
+
+
+def test_a_column_missing_in_every_synthetic_row_scores_nan_not_an_error():
+    train, test = nullable_rows(600, 0), nullable_rows(300, 1)
+    synthetic = train.assign(x=np.nan)
+    columns = evaluate_prediction(MetricContext(train, test, synthetic, NULLABLE, seed=0)).detail["columns"]
+    assert math.isnan(columns["x"]["synthetic"]) and math.isfinite(columns["x"]["real"])

@@ -137,13 +137,13 @@ def test_binary_scores_use_the_second_schema_category_as_positive():
 
 def test_features_are_scaled_by_public_bounds_not_by_the_rows():
     frame = SCHEMA.conform(pd.DataFrame({"x": [0.0, 2.0], "years": [10, 20], "colour": ["blue", "red"], "label": ["no", "yes"]}))
-    encoded = utility.encode_features(frame, SCHEMA)
+    encoded = utility.encode_features(frame, SCHEMA.features)
     np.testing.assert_allclose(encoded, [[0.5, 0.2, 0, 0, 1], [0.75, 0.4, 1, 0, 0]])
 
 
 def test_nullable_numeric_feature_gets_a_missing_indicator():
     schema = Schema("n", columns=(Column("w", ColumnKind.CONTINUOUS, min=0.0, max=10.0, nullable=True),))
-    encoded = utility.encode_features(pd.DataFrame({"w": [5.0, np.nan]}), schema)
+    encoded = utility.encode_features(pd.DataFrame({"w": [5.0, np.nan]}), schema.features)
     np.testing.assert_allclose(encoded, [[0.5, 0.0], [0.0, 1.0]])
 
 
