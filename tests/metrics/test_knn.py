@@ -45,3 +45,12 @@ def test_target_option_and_its_errors():
         mse(rows(500, 2), target="z")
     with pytest.raises(SpecError, match="'neighbours' must be a positive integer"):
         SPEC.resolve_options({"neighbours": 0})
+
+
+def test_a_dataset_with_one_numeric_column_gets_no_value_and_says_why():
+    schema = Schema("onenum", (Column("x1", ColumnKind.CONTINUOUS, min=-5.0, max=5.0),
+                               Column("label", ColumnKind.BINARY, categories=("no", "yes"))))
+    frame = rows(100, 0)[["x1"]].assign(label="no")
+    result = SPEC.evaluate(MetricContext(train=frame, test=frame, synthetic=frame, schema=schema, seed=0,
+                                         options=SPEC.options))
+    assert result.values == {} and "two numeric columns" in result.detail["skipped"]
