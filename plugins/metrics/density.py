@@ -10,7 +10,8 @@ Values (omitted, not NaN, for generators without ``log_prob``; the detail says w
   2-D sets, Power and Gowalla (spec §4 "Standardisation"). The sum runs over the columns the
   log_prob is a density over: a generator whose log_prob is a probability mass in some numeric
   columns (DP-HFlow's dequantized integers) names the others in ``density_columns``; by default
-  every numeric column.
+  every numeric column. A column without spread in the training fold is left in its own scale
+  (scale 1, as scikit-learn's StandardScaler has it), where log std would be −∞.
 - ``anomaly_auc``: ROC AUC of log p(x) separating the test rows from as many tail-box anomalies
   (spec §3.2, A13): each coordinate uniform in the test set's [5, 30] or [70, 95] percentile band,
   the band picked with probability ½ per anomaly and dimension.
@@ -26,8 +27,11 @@ without noise for ``flow_steps`` Adam steps, 2,000 by default: 1,000 left it und
 Half-Moons). Both families vote on the same partition; each has the τ that maximises its own
 non-private majority vote, as the paper tunes each family's τ (non-private tuning, like the paper).
 It does not look at the generator: the detector is trained on the real rows, so it is one reference
-curve per dataset and split. A flow ensemble costs about 3 minutes of CPU on a 2-D set, so the
-default is "mog" alone; ``paper-dp-nf-ad.toml`` runs both (spec R10: NF ≥ MoG on Half-Moons).
+curve per dataset and split. It models the numeric columns z-scored by the training fold (a column
+without spread left unscaled, a missing value imputed with the training mean); a dataset without
+numeric columns gets no ``dp_ad`` values. A flow ensemble costs about 3 minutes of CPU on a 2-D
+set, so the default is "mog" alone; ``paper-dp-nf-ad.toml`` runs both (spec R10: NF ≥ MoG on
+Half-Moons).
 
 The metric sees real train and test rows (evaluation is not private); the generator only answers
 log_prob queries, which is post-processing of its released model.
@@ -53,16 +57,36 @@ def numeric_columns(ctx: MetricContext) -> list[str]:
     return [c.name for c in ctx.schema.columns if c.is_numeric]
 
 
+def numeric_values(frame: pd.DataFrame, columns: list[str]) -> np.ndarray:
+    """The columns as floats, NaN where a value is missing (nullable columns)."""
+    return frame[columns].to_numpy(dtype=float, na_value=np.nan)
+
+
+def standardisation(train: pd.DataFrame, columns: list[str]) -> tuple[np.ndarray, np.ndarray, list[str]]:
+    """(mean, scale, constant columns) of the training rows, missing values ignored. The scale is
+    the standard deviation, or 1 for a column without spread, as scikit-learn's StandardScaler has
+    it: dividing by 0 would make the column NaN, and its log-std would send the z-scored
+    log-likelihood to −∞. Such a column is thus left in its own scale; only the others are z-scored."""
+    values = numeric_values(train, columns)
+    std = np.nanstd(values, axis=0)
+    constant = ~(std > 0)  # also a column missing in every training row (std NaN)
+    return np.nanmean(values, axis=0), np.where(constant, 1.0, std), [c for c, flat in zip(columns, constant) if flat]
+
+
 def tail_box_anomalies(test: pd.DataFrame, columns: list[str], n: int, rng: np.random.Generator) -> pd.DataFrame:
     """n rows whose numeric columns are uniform in a tail band of the test set (spec §3.2); the
-    other columns are copied from randomly chosen test rows (log_prob ignores them)."""
-    values = test[columns].to_numpy(dtype=float)
-    bands = np.stack([np.percentile(values, [*LOW_BAND], axis=0), np.percentile(values, [*HIGH_BAND], axis=0)])  # (2, 2, D)
+    other columns are copied from randomly chosen test rows (log_prob ignores them), and so are the
+    missing values: an anomaly misses a value where its test row does, so missingness alone does
+    not tell anomalies from test rows."""
+    values = numeric_values(test, columns)
+    bands = np.stack([np.nanpercentile(values, [*LOW_BAND], axis=0),
+                      np.nanpercentile(values, [*HIGH_BAND], axis=0)])  # (2, 2, D)
     upper = rng.random((n, len(columns))) < 0.5
     lo = np.where(upper, bands[1, 0], bands[0, 0])
     hi = np.where(upper, bands[1, 1], bands[0, 1])
     rows = test.iloc[rng.integers(len(test), size=n)].reset_index(drop=True).copy()
-    rows[columns] = lo + (hi - lo) * rng.random((n, len(columns)))
+    drawn = lo + (hi - lo) * rng.random((n, len(columns)))
+    rows[columns] = np.where(np.isnan(numeric_values(rows, columns)), np.nan, drawn)
     return rows
 
 
@@ -73,7 +97,8 @@ def evaluate(ctx: MetricContext) -> MetricResult:
     columns = numeric_columns(ctx)
     test_ll = np.asarray(log_prob(ctx.test), dtype=float)
     density_columns = list(getattr(ctx.generator, "density_columns", columns))
-    log_std = float(np.log(ctx.train[density_columns].to_numpy(dtype=float).std(axis=0)).sum())
+    _, scale, unscaled = standardisation(ctx.train, density_columns)
+    log_std = float(np.log(scale).sum())
     anomalies = tail_box_anomalies(ctx.test, columns, len(ctx.test), np.random.default_rng(ctx.seed))
     anomaly_ll = np.asarray(log_prob(anomalies), dtype=float)
     scores = np.nan_to_num(np.concatenate([test_ll, anomaly_ll]), nan=-np.inf)
@@ -87,7 +112,8 @@ def evaluate(ctx: MetricContext) -> MetricResult:
     detail = {"columns": columns, "density_columns": density_columns, "n_test": len(test_ll),
               "non_finite_test_rows": int((~finite).sum()),
               "heldout_loglik_std_over_rows": float(test_ll[finite].std()) if finite.any() else None,
-              "zscore_log_std_sum": log_std, "n_anomalies": len(anomaly_ll),
+              "zscore_log_std_sum": log_std, "zscore_constant_columns_unscaled": unscaled,
+              "n_anomalies": len(anomaly_ll),
               "anomaly_loglik_mean": float(anomaly_ll.mean())}
     return MetricResult(values, detail)
 
@@ -162,19 +188,29 @@ def best_threshold(ll_in: np.ndarray, ll_out: np.ndarray) -> float:
 
 def evaluate_dp_ad(ctx: MetricContext) -> MetricResult:
     columns = numeric_columns(ctx)
+    if not columns:
+        return MetricResult({}, {"skipped": f"the detector models numeric columns; dataset {ctx.schema.name!r} "
+                                            "has none"})
     rng = np.random.default_rng(ctx.seed)
-    train = ctx.train[columns].to_numpy(dtype=float)
-    mean, std = train.mean(0), train.std(0)
+    mean, scale, unscaled = standardisation(ctx.train, columns)
+
+    def standardised(values: np.ndarray) -> np.ndarray:
+        """z-scores; a missing value becomes 0, the training mean: the detector is a reference fitted
+        on the real training rows, and anomalies miss the values their test rows miss, so the
+        imputed value favours neither class."""
+        z = (values - mean) / scale
+        return np.where(np.isnan(z), 0.0, z)
+
     anomalies = tail_box_anomalies(ctx.test, columns, len(ctx.test), rng)
-    queries = np.concatenate([ctx.test[columns].to_numpy(dtype=float), anomalies[columns].to_numpy(dtype=float)])
-    queries = (queries - mean) / std
-    parts = disjoint_parts((train - mean) / std, DP_AD_PARTITIONS, rng)
+    queries = standardised(np.concatenate([numeric_values(ctx.test, columns), numeric_values(anomalies, columns)]))
+    parts = disjoint_parts(standardised(numeric_values(ctx.train, columns)), DP_AD_PARTITIONS, rng)
     seed = int(rng.integers(2**31))
     options = {**DP_AD_OPTIONS, **ctx.options}
     values, detail = {}, {"partitions": DP_AD_PARTITIONS, "mog_components": DP_AD_COMPONENTS,
                           "flow": {"blocks": FLOW_BLOCKS, "hidden": FLOW_HIDDEN, "steps": options["flow_steps"],
                                    "batch": FLOW_BATCH, "lr": FLOW_LR},
-                          "per_query_epsilon": "each answer is ε-DP; m answers cost m·ε (basic composition)"}
+                          "per_query_epsilon": "each answer is ε-DP; m answers cost m·ε (basic composition)",
+                          "constant_columns_unscaled": unscaled}
     for family in options["families"]:
         model = mixture_log_probs if family == "mog" else partial(flow_log_probs, steps=options["flow_steps"])
         ll = ensemble_log_probs(parts, queries, model, seed)
@@ -214,7 +250,7 @@ DP_AD_SPEC = MetricSpec(
 
 SPEC = MetricSpec(
     name="density",
-    version="2",
+    version="3",
     evaluate=evaluate,
     directions={"heldout_loglik": Direction.HIGHER, "heldout_loglik_zscored": Direction.HIGHER,
                 "anomaly_auc": Direction.HIGHER},

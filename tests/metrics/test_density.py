@@ -2,6 +2,7 @@
 their ROC AUC, omission for generators without log_prob."""
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
@@ -111,8 +112,6 @@ def test_dp_ad_accuracy_rises_from_a_coin_flip_towards_the_majority_vote():
 
 
 def test_dp_ad_flow_ensemble_votes_on_the_same_partition_with_its_own_threshold():
-    from dataclasses import replace
-
     from plugins.metrics.density import DP_AD_SPEC
 
     options = DP_AD_SPEC.resolve_options({"families": ["mog", "nf"], "flow_steps": 30})
@@ -131,3 +130,48 @@ def test_dp_ad_refuses_bad_options(given):
 
     with pytest.raises(SpecError, match="dp_ad"):
         DP_AD_SPEC.resolve_options(given)
+
+
+def test_a_constant_training_column_is_left_unscaled_not_minus_infinity():
+    ctx = context(TrueDensity())
+    result = SPEC.evaluate(replace(ctx, train=ctx.train.assign(b=1.0)))
+    assert result.values["heldout_loglik_zscored"] - result.values["heldout_loglik"] == pytest.approx(np.log(STD[0]), abs=0.02)
+    assert result.detail["zscore_constant_columns_unscaled"] == ["b"]
+
+
+NULLABLE = Schema("gauss_nullable", (Column("a", ColumnKind.CONTINUOUS, min=-10.0, max=10.0),
+                                     Column("b", ColumnKind.CONTINUOUS, min=-10.0, max=10.0, nullable=True),
+                                     Column("label", ColumnKind.BINARY, categories=("0", "1"))), target="label")
+
+
+def with_missing_b(rows, seed):
+    return rows.assign(b=rows["b"].where(np.random.default_rng(seed).random(len(rows)) > 0.2))
+
+
+def test_anomalies_miss_the_values_their_test_rows_miss():
+    test = with_missing_b(frame(2000, 1), 0)
+    anomalies = tail_box_anomalies(test, ["a", "b"], 3000, np.random.default_rng(0))
+    assert anomalies["a"].notna().all()
+    assert anomalies["b"].isna().mean() == pytest.approx(test["b"].isna().mean(), abs=0.03)
+
+
+@pytest.mark.parametrize("make_train", [lambda rows: rows.assign(b=1.0), lambda rows: with_missing_b(rows, 1)],
+                         ids=["constant column", "missing values"])
+def test_dp_ad_models_constant_columns_and_missing_values(make_train):
+    from plugins.metrics.density import DP_AD_SPEC
+
+    ctx = context(None, n_test=500, n_train=1500)
+    ctx = replace(ctx, schema=NULLABLE, train=make_train(ctx.train), test=with_missing_b(ctx.test, 2),
+                  options=DP_AD_SPEC.options)
+    values = DP_AD_SPEC.evaluate(ctx).values
+    assert set(values) == {k for k in DP_AD_SPEC.directions if k.startswith("dp_ad_mog_")}
+    assert all(0.5 <= v <= 1 for v in values.values())
+
+
+def test_dp_ad_on_a_dataset_without_numeric_columns_gets_no_value_and_says_why():
+    from plugins.metrics.density import DP_AD_SPEC
+
+    schema = Schema("labels", (Column("label", ColumnKind.BINARY, categories=("0", "1")),), target="label")
+    rows = frame(100, 0)[["label"]]
+    result = DP_AD_SPEC.evaluate(MetricContext(rows, rows, rows, schema, seed=0, options=DP_AD_SPEC.options))
+    assert result.values == {} and "numeric" in result.detail["skipped"]
