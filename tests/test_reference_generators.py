@@ -54,6 +54,29 @@ def test_independent_histograms_past_int8_category_codes():
     assert synthetic.loc[synthetic["attack"] == "a", "service"].nunique() > 50
 
 
+def test_independent_keeps_the_share_of_missing_values_of_nullable_columns():
+    """A missing value is one more histogram cell: a user's CSV with gaps no longer fails the fit."""
+    schema = Schema("gaps", columns=(
+        Column("score", ColumnKind.CONTINUOUS, min=0.0, max=1.0, nullable=True),
+        Column("count", ColumnKind.INTEGER, min=0, max=5, nullable=True),
+        Column("colour", ColumnKind.CATEGORICAL, categories=("red", "blue"), nullable=True),
+        Column("label", ColumnKind.BINARY, categories=("no", "yes")),
+    ), target="label")
+    rng = np.random.default_rng(0)
+    n = 4000
+    train = schema.conform(pd.DataFrame({
+        "score": np.where(rng.random(n) < 0.3, np.nan, rng.random(n)),
+        "count": pd.array(np.where(rng.random(n) < 0.1, None, rng.integers(0, 6, n)), dtype="Int64"),
+        "colour": np.where(rng.random(n) < 0.2, None, rng.choice(["red", "blue"], n)),
+        "label": rng.choice(["no", "yes"], n)}))
+    generator = INDEPENDENT.build({})
+    generator.fit(train, schema, Budget(math.inf), seed=0)
+    synthetic = schema.conform(generator.sample(n, seed=1), "samples")
+    for column, share in (("score", 0.3), ("count", 0.1), ("colour", 0.2)):
+        assert abs(synthetic[column].isna().mean() - share) < 0.03, column
+    assert synthetic["score"].dropna().between(0, 1).all() and synthetic["count"].dropna().between(0, 5).all()
+
+
 @pytest.mark.parametrize("mechanism", ["gaussian", "laplace"])
 def test_independent_ledger_reaccounts_at_the_budget(adult_split, adult_schema, mechanism):
     generator = INDEPENDENT.build({"mechanism": mechanism})

@@ -26,30 +26,43 @@ from harness.schema import Column, ColumnKind
 
 @dataclass(frozen=True)
 class Bins:
-    """Histogram cells of one column, fixed by the public schema alone."""
+    """Histogram cells of one column, fixed by the public schema alone. A nullable column has one
+    more cell, the last, for a missing value: each row still counts in one cell per column, so the
+    histograms' sensitivity is unchanged."""
 
     edges: np.ndarray | None  # numeric columns: bin edges over the public bounds
     size: int
+    nullable: bool = False
 
     @classmethod
     def of(cls, col: Column, numeric_bins: int) -> Bins:
         if not col.is_numeric:
-            return cls(None, len(col.categories))
+            return cls(None, len(col.categories) + col.nullable, col.nullable)
         if col.kind is ColumnKind.INTEGER and col.max - col.min + 1 <= numeric_bins:
             # one bin per integer value: edges at half-integers
             edges = np.arange(col.min - 0.5, col.max + 1.0, 1.0)
         else:
             edges = np.linspace(col.min, col.max, numeric_bins + 1)
-        return cls(edges, len(edges) - 1)
+        return cls(edges, len(edges) - 1 + col.nullable, col.nullable)
+
+    @property
+    def missing(self) -> int | None:
+        """The cell of a missing value, if the column may have one."""
+        return self.size - 1 if self.nullable else None
 
     def cells(self, values: pd.Series) -> np.ndarray:
         """The histogram cell of every value, as int64: category codes are int8 below 128 categories,
         and the class-conditional index `label * size + cell` would wrap past 127."""
-        if values.isna().any():
-            raise ValueError(f"independent: column {values.name!r} has missing values, which it cannot histogram")
+        absent = values.isna().to_numpy()
+        if absent.any() and not self.nullable:
+            raise ValueError(f"independent: column {values.name!r} has missing values but its schema says it "
+                             "is not nullable")
         if self.edges is None:
-            return values.cat.codes.to_numpy().astype(np.int64)
-        return np.clip(np.searchsorted(self.edges, values.to_numpy(dtype=float), side="right") - 1, 0, self.size - 1)
+            cells = values.cat.codes.to_numpy().astype(np.int64)
+        else:
+            numbers = values.astype(float).to_numpy(dtype=float, na_value=np.nan)
+            cells = np.clip(np.searchsorted(self.edges, numbers, side="right") - 1, 0, len(self.edges) - 2)
+        return np.where(absent, self.missing if self.nullable else 0, cells)
 
 
 class Independent:
@@ -119,14 +132,16 @@ class Independent:
             else:  # inverse-CDF draw from each row's class-conditional histogram
                 cdf = np.cumsum(probabilities, axis=1)[label]
                 cells = np.minimum((cdf < rng.random((n, 1))).sum(axis=1), probabilities.shape[1] - 1)
-            edges = self.bins_[col.name].edges
-            if edges is None:
-                columns[col.name] = pd.Categorical.from_codes(cells, dtype=col.dtype)
+            bins = self.bins_[col.name]
+            absent = cells == bins.missing if bins.nullable else np.zeros(n, dtype=bool)
+            if bins.edges is None:
+                columns[col.name] = pd.Categorical.from_codes(np.where(absent, -1, cells), dtype=col.dtype)
                 continue
-            values = rng.uniform(edges[cells], edges[cells + 1])  # uniform within the chosen bin
+            value_cells = np.where(absent, 0, cells)
+            values = rng.uniform(bins.edges[value_cells], bins.edges[value_cells + 1])  # uniform within the chosen bin
             if col.kind is ColumnKind.INTEGER:
-                values = np.clip(np.round(values), col.min, col.max).astype(np.int64)
-            columns[col.name] = pd.Series(values, dtype=col.dtype)
+                values = np.clip(np.round(values), col.min, col.max)
+            columns[col.name] = pd.Series(np.where(absent, np.nan, values)).astype(col.dtype)
         return pd.DataFrame(columns)
 
 
