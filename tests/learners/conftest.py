@@ -32,6 +32,7 @@ def learner_registry() -> Registry:
                "via_synthetic": via_synthetic}
     manager = pluggy.PluginManager(hookspecs.PROJECT)
     manager.add_hookspecs(hookspecs)
+    packages: dict[str, str] = {}
     for name, module in plugins.items():
-        Registry._register(manager, module, name, "tests")
-    return Registry(manager, dict.fromkeys(plugins, "tests"))
+        Registry._register(manager, module, name, "tests", packages)
+    return Registry(manager, packages)
