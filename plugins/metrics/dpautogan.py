@@ -57,14 +57,19 @@ def smoothed_kl(p: np.ndarray, q: np.ndarray, mu: float) -> float:
 
 
 def jsd(p: np.ndarray, q: np.ndarray) -> float:
-    """Jensen–Shannon divergence ½KL(P‖M) + ½KL(Q‖M), M = (P+Q)/2, natural log (spec A18)."""
-    m = (p + q) / 2
+    """Jensen–Shannon divergence ½KL(P‖M) + ½KL(Q‖M), M = (P+Q)/2, natural log (spec A18).
 
-    def kl(a: np.ndarray) -> float:
+    log M is taken as logaddexp(log P, log Q) − log 2: (P+Q)/2 underflows to 0 for a subnormal
+    probability, which made the divergence infinite."""
+    with np.errstate(divide="ignore"):
+        log_p, log_q = np.log(p), np.log(q)
+    log_m = np.logaddexp(log_p, log_q) - math.log(2)
+
+    def kl(a: np.ndarray, log_a: np.ndarray) -> float:
         s = a > 0
-        return float(np.sum(a[s] * np.log(a[s] / m[s])))
+        return float(np.sum(a[s] * (log_a[s] - log_m[s])))
 
-    return 0.5 * kl(p) + 0.5 * kl(q)
+    return 0.5 * kl(p, log_p) + 0.5 * kl(q, log_q)
 
 
 def category_distribution(values: pd.Series, categories: tuple[str, ...]) -> np.ndarray:
