@@ -271,9 +271,24 @@ class ClippingStrategy(ABC):
 
     def clip(self, grads: Sequence[LayerGrad], thresholds: Sequence[float],
              generator: torch.Generator | None = None) -> dict[nn.Parameter, Tensor]:
-        """Sum over the batch of the clipped per-example gradients, per parameter."""
+        """Sum over the batch of the clipped per-example gradients, per parameter, where an example
+        whose gradient is not finite counts as 0 (`LayerGrad.finite_rows`).
+
+        Zeroing copies every per-example tensor (1.7× an Opacus step, 1.5× a fast flat one, on the
+        benchmark MLP), so it runs only when the plain sum is not finite; the random draws (sparse
+        pruning) are replayed, so the result is the same function of the batch either way."""
+        state = generator.get_state() if generator is not None else None
+        out = self._clipped_sum(grads, thresholds, generator)
+        if not out or torch.stack([torch.isfinite(g).all() for g in out.values()]).all():
+            return out
+        if generator is not None:
+            generator.set_state(state)
+        return self._clipped_sum([g.finite_rows() for g in grads], thresholds, generator)
+
+    def _clipped_sum(self, grads: Sequence[LayerGrad], thresholds: Sequence[float],
+                     generator: torch.Generator | None) -> dict[nn.Parameter, Tensor]:
         out: dict[nn.Parameter, Tensor] = {}
-        for grad, weights in self.scale([g.finite_rows() for g in grads], thresholds, generator):
+        for grad, weights in self.scale(grads, thresholds, generator):
             out.update(grad.weighted_sum(weights))
         return out
 

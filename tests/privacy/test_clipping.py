@@ -125,3 +125,21 @@ def test_split_across_networks_then_layers_with_given_shares():
 def test_strategies_are_named_as_in_the_ledger():
     for name in ["flat", "per_layer", "per_unit", "sparse(0.5)"]:
         assert make_clipping(name).describe() == name
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES, ids=lambda s: s.describe())
+def test_an_example_with_a_non_finite_gradient_adds_what_a_zero_gradient_adds(strategy):
+    """The sum is computed plainly and, only if it is not finite, again with such examples zeroed
+    and the pruning draws replayed: the result must equal zeroing them from the start."""
+    thresholds = [math.sqrt(f) for f in (0.5, 0.3, 0.2)]
+    poisoned, zeroed = _layer_grads(3, 6, 1.0), _layer_grads(3, 6, 1.0)
+    poisoned[0].g[2, 1] = math.inf
+    poisoned[2].grads[next(iter(poisoned[2].grads))][4, 0] = math.nan
+    zeroed[0].g[2], zeroed[0].a[2] = 0.0, 0.0
+    for g in zeroed[2].grads.values():
+        g[4] = 0.0
+    got = strategy.clip(poisoned, thresholds, torch.Generator().manual_seed(7))
+    want = strategy.clip(zeroed, thresholds, torch.Generator().manual_seed(7))
+    assert len(got) == len(want) == 5  # the five parameters, fresh objects in each call: compared in order
+    for a, b in zip(got.values(), want.values(), strict=True):
+        torch.testing.assert_close(a, b, rtol=0, atol=0)
