@@ -221,7 +221,10 @@ def label_accuracy(train: pd.DataFrame, test: pd.DataFrame, schema: Schema, seed
     target = schema.target
     predictors = [n for n in view(schema) if n != target]
     codes = lambda f: pd.Categorical(f[target].astype(str), categories=list(schema[target].categories)).codes  # noqa: E731
+    train, test = (frame[frame[target].notna()] for frame in (train, test))  # a missing label is no class
     y_train = codes(train)
+    if len(y_train) == 0 or len(test) == 0:
+        return math.nan
     if len(np.unique(y_train)) < 2:
         predicted = np.full(len(test), y_train[0])
     else:
@@ -241,8 +244,9 @@ _REAL: dict[tuple[str, int, int], tuple[pd.DataFrame, pd.DataFrame, Schema]] = {
 
 def evaluate_label(ctx: MetricContext) -> MetricResult:
     target = ctx.schema.target
-    test_codes = pd.Categorical(ctx.test[target].astype(str), categories=list(ctx.schema[target].categories)).codes
-    majority = float(np.bincount(test_codes[test_codes >= 0]).max() / len(test_codes))
+    labelled = ctx.test[target].dropna()
+    test_codes = pd.Categorical(labelled.astype(str), categories=list(ctx.schema[target].categories)).codes
+    majority = float(np.bincount(test_codes).max() / len(test_codes)) if len(test_codes) else math.nan
     # The real-data reference is the same for every cell of a dataset: computed once per process.
     key = (ctx.schema.name, int(pd.util.hash_pandas_object(ctx.train).sum() % 2**61),
            int(pd.util.hash_pandas_object(ctx.test).sum() % 2**61))

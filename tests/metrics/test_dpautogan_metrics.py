@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
@@ -78,6 +79,18 @@ def test_smoothed_kl_grows_when_minorities_are_missed():
 def test_salary_accuracy_of_a_constant_predictor_is_the_majority_rate(adult_split, adult_schema):
     only_low = adult_split.train[adult_split.train["income"] == "<=50K"].iloc[:200]
     assert label_accuracy(only_low, adult_split.test, adult_schema, 0) == pytest.approx(0.7638, abs=1e-4)
+
+
+def test_rows_without_a_label_are_left_out_of_the_salary_accuracy(adult_split, adult_schema):
+    """A nullable target's missing labels once counted as one more class (code −1) on both sides."""
+    schema = Schema(adult_schema.name, tuple(replace(c, nullable=True) if c.name == "income" else c
+                                             for c in adult_schema.columns), target="income")
+    train, test = adult_split.train.iloc[:600].copy(), adult_split.test.iloc[:400].copy()
+    expected = label_accuracy(train.iloc[100:], test, adult_schema, 0)
+    train.loc[train.index[:100], "income"] = None
+    gaps = pd.concat([test, test.iloc[:50].assign(income=None)])
+    assert label_accuracy(train.iloc[100:], gaps, schema, 0) == expected
+    assert label_accuracy(train, gaps, schema, 0) == label_accuracy(train.iloc[100:], test, schema, 0)
 
 
 SMALL = {"rows": 1500, "codes": 24}
