@@ -270,7 +270,7 @@ SPECS = [
     MetricSpec("diversity", "1", evaluate_diversity,
                {"diversity_kl_sum": Direction.LOWER, "diversity_jsd_sum": Direction.LOWER},
                "μ-smoothed KL (μ = exp(−1/(1−p₁))) and JSD per categorical column, summed (DP-auto-GAN §4.6)"),
-    MetricSpec("rf_label_accuracy", "1", evaluate_label,
+    MetricSpec("rf_label_accuracy", "2", evaluate_label,
                {"rf_label_accuracy": Direction.HIGHER, "rf_label_majority_rate": Direction.HIGHER,
                 "rf_label_accuracy_real": Direction.HIGHER},
                "random forest (800 trees) trained on synthetic rows, accuracy on the real test label",
