@@ -104,8 +104,10 @@ def check_ledger_does_not_depend_on_the_rows(subject: Subject) -> None:
     computed from the rows without a mechanism (a final training loss, a count) would leak."""
     table = conformance_table()
     neighbour = table.copy()
-    neighbour.loc[0, ["income", "colour", "label"]] = [1_000.0, "other", "neg" if table.loc[0, "label"] == "pos" else "pos"]
-    ledgers = [subject.fitted(train=CONFORMANCE_SCHEMA.conform(frame), seed=0)[1].to_dict() for frame in (table, neighbour)]
+    flipped = "neg" if table.loc[0, "label"] == "pos" else "pos"
+    neighbour.loc[0, ["income", "colour", "label"]] = [1_000.0, "other", flipped]
+    ledgers = [subject.fitted(train=CONFORMANCE_SCHEMA.conform(frame), seed=0)[1].to_dict()
+               for frame in (table, neighbour)]
     assert ledgers[0] == ledgers[1], f"{subject.spec.name}: the ledger changes when one training row changes"
 
 
@@ -165,8 +167,8 @@ def check_device_flag(subject: Subject) -> None:
 
 
 CHECKS: tuple[Callable[[Subject], None], ...] = (
-    check_ledger_within_budget, check_ledger_does_not_depend_on_the_rows, check_samples_match_schema, check_deterministic_under_seed,
-    check_seed_changes_samples, check_one_row_table, check_constant_columns,
+    check_ledger_within_budget, check_ledger_does_not_depend_on_the_rows, check_samples_match_schema,
+    check_deterministic_under_seed, check_seed_changes_samples, check_one_row_table, check_constant_columns,
     check_unknown_hyper_parameter_refused, check_pickles, check_device_flag,
 )
 

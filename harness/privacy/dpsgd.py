@@ -255,13 +255,12 @@ class PrivatePhase:
         """Each trainable parameter must belong to exactly one layer of the phase. Tied across two
         layers, it would get two clipped contributions (sensitivity 2C where the noise is for C); in
         an optimiser but in no layer, it would step on its raw gradient, neither clipped nor noised."""
-        names = {p: f"{net}.{name}" for net, network in self.networks.items() for name, p in network.named_parameters()}
-        owned = [p for m, _ in self.layers for p in m.parameters(recurse=False) if p.requires_grad]
-        tied = sorted({names.get(p, "?") for p in owned if sum(q is p for q in owned) > 1})
+        names = self._parameter_names()
+        tied = sorted({names.get(p, "?") for p in self.params if sum(q is p for q in self.params) > 1})
         if tied:
             raise ValueError(f"phase {self.name!r}: parameters {tied} are shared by more than one layer; each would "
                              "be clipped once per layer, so a row's gradient could exceed the clip norm")
-        inside = set(map(id, owned))
+        inside = set(map(id, self.params))
         outside = [p for o in self.optimizers for group in o.param_groups for p in group["params"]
                    if p.requires_grad and id(p) not in inside]
         if outside:
@@ -332,10 +331,14 @@ class PrivatePhase:
         if not finite or torch.stack(finite).all():  # one device sync per step, not one per parameter
             return
         bad = [p for p, ok in zip(self.params, finite) if not ok]
-        names = {p: f"{net}.{name}" for net, network in self.networks.items() for name, p in network.named_parameters()}
+        names = self._parameter_names()
         raise FloatingPointError(
             f"phase {self.name!r}, step {self.steps_taken} of {self.planned_steps}: the parameters "
             f"{sorted(names.get(p, '?') for p in bad)} are no longer finite; the model has diverged")
+
+    def _parameter_names(self) -> dict[nn.Parameter, str]:
+        """"network.parameter" for each parameter of the phase's networks, for error messages."""
+        return {p: f"{net}.{name}" for net, network in self.networks.items() for name, p in network.named_parameters()}
 
     def _noise_generator(self, device: torch.device) -> torch.Generator:
         if device not in self._noise:
