@@ -42,7 +42,7 @@ def test_an_empty_dpgym_data_counts_as_unset(monkeypatch):
     assert verified("adult/adult.data.xz", adult.FILES["adult/adult.data.xz"]) == REPO_DATA / "adult" / "adult.data.xz"
 
 
-@pytest.mark.parametrize("name", ["adult", "adult_expm", "census", "intrusion", "intrusion23", "lifesci",
+@pytest.mark.parametrize("name", ["adult", "adult_expm", "adult_autogan", "census", "intrusion", "intrusion23", "lifesci",
                                   "lifesci:fold=3", "adult:undersample=0.4"])
 def test_a_vendored_dataset_is_available_only_while_its_files_are_there(name, registry, tmp_path, monkeypatch):
     assert registry.dataset(name).availability() == ""
