@@ -135,7 +135,10 @@ def expand(suite: Suite, registry: Registry) -> list[Cell]:
 @cache
 def _load_split(load: Callable[[], Split]) -> Split:
     """Each dataset is loaded once per process and shared by its cells (read-only)."""
-    return load()
+    split = load()
+    if split.train.empty:  # no generator can fit, nor any metric compare, on no rows
+        raise ValueError("the training split has no rows")
+    return split
 
 
 class PeakRss:

@@ -12,6 +12,7 @@ import math
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
+from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
@@ -172,6 +173,15 @@ class Schema:
     @property
     def features(self) -> list[Column]:
         return [c for c in self.columns if c.name != self.target]
+
+    def require_complete(self, model: str, columns: Iterable[Column] | None = None) -> None:
+        """For a model with no representation of a missing value: refuse nullable columns (of those
+        it models, all by default) by name, before a NaN reaches its arithmetic, where it fails far
+        from the cause or drops rows."""
+        nullable = [c.name for c in (self.columns if columns is None else columns) if c.nullable]
+        if nullable:
+            raise ValueError(f"{model} cannot model missing values, and schema {self.name!r} declares "
+                             f"nullable columns {nullable}")
 
     # --- files ------------------------------------------------------------------------------
     @classmethod

@@ -117,6 +117,12 @@ def check_samples_match_schema(subject: Subject) -> None:
     _valid_sample(generator, 300, 1, subject.spec.name)
 
 
+def check_empty_sample(subject: Subject) -> None:
+    """sample(0) is an empty frame in schema form: asking for no rows is not an error."""
+    generator, _ = subject.fitted()
+    _valid_sample(generator, 0, 1, subject.spec.name)
+
+
 def check_deterministic_under_seed(subject: Subject) -> None:
     """The same seeds give the same rows."""
     first = _valid_sample(subject.fitted(seed=3)[0], 200, 4, subject.spec.name)
@@ -168,7 +174,7 @@ def check_device_flag(subject: Subject) -> None:
 
 CHECKS: tuple[Callable[[Subject], None], ...] = (
     check_ledger_within_budget, check_ledger_does_not_depend_on_the_rows, check_samples_match_schema,
-    check_deterministic_under_seed, check_seed_changes_samples, check_one_row_table, check_constant_columns,
+    check_empty_sample, check_deterministic_under_seed, check_seed_changes_samples, check_one_row_table, check_constant_columns,
     check_unknown_hyper_parameter_refused, check_pickles, check_device_flag,
 )
 

@@ -16,6 +16,7 @@ from harness.runner import expand, seed_streams
 from harness.specs import SpecError
 from harness.store import RunStore, StoreError
 from harness.suite import GeneratorConfig, Settings, Suite, SuiteError, apply_overrides, load_suite
+from tests.datasets.test_user_csv_dataset import SCHEMA, people
 from tests.fake_plugins import FAULTY
 
 
@@ -186,6 +187,18 @@ def test_a_generator_raising_dataset_unavailable_fails_its_cell_at_fit(registry,
     (result,) = RunStore(tmp_path).results()
     assert (summary.failed, summary.unavailable) == (1, 0)
     assert result["error"]["stage"] == "fit" and "pretrained weights not found" in result["error"]["message"]
+
+
+def test_a_dataset_without_training_rows_fails_its_cells_at_load(registry, tmp_path):
+    """Every generator would fail on no rows, each with its own arithmetic error (ZeroDivisionError)."""
+    people().assign(part="test").to_csv(tmp_path / "people.csv", index=False)
+    (tmp_path / "people.schema.toml").write_text(SCHEMA)
+    dataset = f"csv:{tmp_path / 'people.csv'},split_column=part"
+    suite = Suite("test", (GeneratorConfig("independent"),), (dataset,), (1.0,), (0,), 1e-5, metrics=())
+    run(suite, tmp_path / "run", registry)
+    (result,) = RunStore(tmp_path / "run").results()
+    assert result["status"] == "failed" and result["error"]["stage"] == "load"
+    assert "the training split has no rows" in result["error"]["message"]
 
 
 def test_invalid_hyper_parameter_values_are_a_user_error_naming_the_generator(registry):

@@ -210,7 +210,7 @@ def build_generator(preset: Preset, noise_dim: int, latent_dim: int, norm: str =
 
 def build_discriminator(preset: Preset, width: int) -> nn.Module:
     """A critic with a linear output (no sigmoid, spec A3)."""
-    sizes = [width] + [round(h * width) if h <= 1 else int(h) for h in preset.discriminator]
+    sizes = [width] + [max(1, round(h * width)) if h <= 1 else int(h) for h in preset.discriminator]
     layers: list[nn.Module] = []
     for i, o in zip(sizes[:-1], sizes[1:], strict=True):
         layers += [nn.Linear(i, o), nn.LeakyReLU(0.2)]

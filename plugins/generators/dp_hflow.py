@@ -65,6 +65,7 @@ class Layout:
     spline bin."""
 
     def __init__(self, schema: Schema, tail_bound: float, dequantize_integers: bool, log_heavy_tails: bool):
+        schema.require_complete("dp_hflow")
         self.low, self.high = -tail_bound + 0.5, tail_bound - 0.5
         self.schema_order = list(schema.names)
         numeric = [c for c in schema.columns if c.is_numeric]
@@ -84,9 +85,7 @@ class Layout:
         self.logged = [i for i, d in enumerate(self.dims) if d.logged]
         sizes = torch.tensor([d.size for d in self.dims], dtype=torch.float64)
         self.scale = (self.high - self.low) / sizes
-        # a logged dimension's offset is taken inside log1p, so it is not shifted again
-        self.shift = torch.tensor([0.0 if d.logged else d.offset for d in self.dims], dtype=torch.float64)
-        self.log_offset = torch.tensor([self.dims[i].offset for i in self.logged], dtype=torch.float64)
+        self.offset = torch.tensor([d.offset for d in self.dims], dtype=torch.float64)
         # log|dy/dx| of the affine maps, summed: with the log1p terms, turns densities on
         # [low, high]^d into schema units
         self.log_jacobian = float(self.scale.log().sum())
@@ -96,11 +95,13 @@ class Layout:
         return len(self.dims)
 
     def raw(self, frame: pd.DataFrame) -> Tensor:
-        """(n, d) values before dequantization: numbers, or integer codes for categories."""
+        """(n, d) values before dequantization, less each dimension's offset: numbers, or integer codes
+        for categories. The offset comes off in float64, so a column whose bounds sit far from zero
+        (a timestamp) keeps its resolution when training casts to float32."""
         out = np.empty((len(frame), self.features))
         for i, d in enumerate(self.dims):
             if d.column.is_numeric:
-                out[:, i] = frame[d.column.name].to_numpy(dtype=np.float64)
+                out[:, i] = frame[d.column.name].to_numpy(dtype=np.float64) - d.offset
             else:
                 codes = pd.Categorical(frame[d.column.name], categories=list(d.column.categories)).codes
                 if (codes < 0).any():
@@ -109,18 +110,19 @@ class Layout:
         return torch.from_numpy(out)
 
     def to_flow(self, values: Tensor) -> tuple[Tensor, Tensor]:
-        """Schema-unit values (dequantized) → flow inputs y, and log|dy/dx| per row."""
+        """Offset values (`raw`, dequantized) → flow inputs y, and log|dy/dx| per row."""
         log_det = torch.full((len(values),), self.log_jacobian, dtype=values.dtype, device=values.device)
         if self.logged:
             values = values.clone()
-            values[:, self.logged] = torch.log1p(values[:, self.logged] - self.log_offset.to(values))
+            values[:, self.logged] = torch.log1p(values[:, self.logged])
             log_det = log_det - values[:, self.logged].sum(dim=1)  # d log1p(v) / dv = exp(−log1p(v))
-        return self.low + (values - self.shift.to(values)) * self.scale.to(values), log_det
+        return self.low + values * self.scale.to(values), log_det
 
     def decode(self, y: Tensor) -> pd.DataFrame:
         """Flow space → schema frame: floor and clip discrete dimensions (§1), clip numbers to bounds."""
-        values = ((y.double() - self.low) / self.scale + self.shift).numpy()
-        values[:, self.logged] = np.expm1(values[:, self.logged]) + self.log_offset.numpy()
+        values = ((y.double() - self.low) / self.scale).numpy()
+        values[:, self.logged] = np.expm1(values[:, self.logged])
+        values += self.offset.numpy()
         columns = {}
         for i, d in enumerate(self.dims):
             col, v = d.column, values[:, i]
@@ -412,7 +414,7 @@ class DPHFlow:
             z = torch.randn(missing, self.layout_.features, generator=gen, device=self.device_)
             y = torch.cat([self.flow_.inverse(part).cpu() for part in z.split(8192)]) if missing else z.cpu()
             finite = torch.isfinite(y).all(dim=1)
-            if not redrawn and not finite.any():  # the first, full draw: redrawing cannot help
+            if not redrawn and missing and not finite.any():  # the first, full draw: redrawing cannot help
                 raise RuntimeError(f"dp_hflow: the flow's inverse is non-finite for all {missing} rows drawn; "
                                    "the fitted model is degenerate")
             kept.append(y[finite])
@@ -484,7 +486,7 @@ DEFAULTS = {
 
 SPEC = GeneratorSpec(
     name="dp_hflow",
-    version="1",
+    version="2",
     factory=lambda **params: DPHFlow(**params),
     guarantee=Guarantee.FORMAL,
     defaults=DEFAULTS,

@@ -6,7 +6,7 @@ N(0, I) (spec §1.2, §6.2), trained in a public working space (`plugins.nn.spac
 "box" is the identity, i.e. the paper's max-norm space). Optimiser Adam(β = 0.9, 0.999), lr 7e-4,
 no weight decay; flat (global-norm) clipping at C = 12 (spec §6.2, A6). Deviation: α is soft-clamped
 to |α| ≤ 7 by default (`alpha_bound`, spec A17); unbounded α overflowed to non-finite parameters
-within ~100 steps on 8 Gaussians. `alpha_bound = None` restores the paper's code.
+within ~100 steps on 8 Gaussians. `alpha_bound = 0` leaves α unbounded, as the paper's code.
 
 Privacy (spec §1.3–1.4, A3, A4). The engine samples Poisson batches (expected B = 100; add/remove
 adjacency), clips every per-example gradient of the whole flow, adds N(0, σ²C²) to the sum and
@@ -86,7 +86,7 @@ class GaussianMixturePrior(torch.nn.Module):
 
 
 class DPNF:
-    def __init__(self, blocks: int, hidden: int, actnorm: bool, alpha_bound: float | None, batch_size: int,
+    def __init__(self, blocks: int, hidden: int, actnorm: bool, alpha_bound: float, batch_size: int,
                  noise_multiplier: float, max_steps: int, clip_norm: float, lr: float, accountant: str,
                  scaling: str | float, prior: str, prior_components: int, prior_iterations: int,
                  prior_epsilon_share: float, engine: str, device: str):
@@ -102,7 +102,10 @@ class DPNF:
             raise ValueError(f"prior_epsilon_share must lie in (0, 1), got {prior_epsilon_share}")
         if device not in ("auto", "cpu", "cuda"):
             raise ValueError(f"device must be 'auto', 'cpu' or 'cuda', got {device!r}")
-        self.blocks, self.hidden, self.actnorm, self.alpha_bound = blocks, hidden, actnorm, alpha_bound
+        if not alpha_bound >= 0:
+            raise ValueError(f"alpha_bound must be ≥ 0 (0: α unbounded), got {alpha_bound!r}")
+        # 0 in a suite file (TOML has no None) is the flows' None: no clamp
+        self.blocks, self.hidden, self.actnorm, self.alpha_bound = blocks, hidden, actnorm, alpha_bound or None
         self.batch_size, self.noise_multiplier, self.max_steps = batch_size, noise_multiplier, max_steps
         self.clip_norm, self.lr, self.accountant, self.scaling = clip_norm, lr, accountant, scaling
         self.prior, self.prior_components, self.prior_iterations = prior, prior_components, prior_iterations
@@ -223,6 +226,8 @@ class DPNF:
 
     @torch.no_grad()
     def sample(self, n: int, seed: int) -> pd.DataFrame:
+        if n == 0:  # the MADE and the mixture draw refuse empty batches
+            return self.space_.decode(np.zeros((0, self.space_.dim)), np.random.default_rng(seed))
         generator = torch.Generator().manual_seed(seed)
         if self.prior_mixture_ is None:
             z = torch.randn(n, self.space_.dim, generator=generator)

@@ -40,9 +40,7 @@ class MixedEncoding:
     """Schema-only encoder: the same schema always gives the same layout and the same matrix."""
 
     def __init__(self, schema: Schema):
-        nullable = [c.name for c in schema.columns if c.nullable]
-        if nullable:
-            raise ValueError(f"cannot encode nullable columns {nullable}: the schema gives no code for a missing value")
+        schema.require_complete("the mixed-type encoding")
         self.schema = schema
         self.spans: list[Span] = []
         offset = 0

@@ -32,6 +32,7 @@ class DensitySpace:
 
     def __init__(self, schema: Schema, scaling: str | float):
         self.columns: list[Column] = [c for c in schema.columns if c.is_numeric]
+        schema.require_complete("a density model", self.columns)  # the other columns are not modelled
         if not self.columns:
             raise ValueError(f"schema {schema.name!r} has no numeric column to model a density on")
         self.others: list[Column] = [c for c in schema.columns if not c.is_numeric]

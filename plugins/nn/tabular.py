@@ -44,6 +44,7 @@ class LabelledLayout:
 
     @classmethod
     def of(cls, schema: Schema) -> LabelledLayout:
+        schema.require_complete("a labelled one-hot layout")
         target = schema.target_column
         label = target.name if target is not None and not target.is_numeric else None
         names = [c.name for c in schema.columns if c.name != label]
