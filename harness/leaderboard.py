@@ -196,7 +196,8 @@ def aggregate(cells: pd.DataFrame, directions: dict[str, Direction]) -> pd.DataF
             # may flatter the generator, so the row is not ranked on it.
             incomplete[m].append(bool(values.notna().any() and values.isna().any()))
         row: dict[str, Any] = dict(zip(GROUP, key))
-        row.update(n_seeds=len(ok), failures=int(group.charged.sum()), fit_seconds_mean=scored.fit_seconds.mean())
+        row.update(task=group.task.iloc[0], n_seeds=len(ok), failures=int(group.charged.sum()),
+                   fit_seconds_mean=scored.fit_seconds.mean())
         for m in metrics:
             where = f"{row['generator']}|{row['dataset']}|{row['epsilon']!r}|{row['delta']!r}|{m}"
             mean, std, low, high = _summary(scored[f"metric:{m}"], where)
@@ -293,9 +294,20 @@ def _block_table(board: pd.DataFrame, directions: dict[str, Direction]) -> pd.Da
 
 
 def overall_ranking(board: pd.DataFrame, directions: dict[str, Direction], alpha: float = ALPHA) -> Ranking:
-    """Friedman test over blocks, Nemenyi post-hoc, and rank groups that respect it."""
-    table = _block_table(board, directions)
+    """Friedman test over blocks, Nemenyi post-hoc, and rank groups that respect it.
+
+    A run of both synthetic-data generators and private learners ranks the generators: the two kinds
+    share no metric (fidelity and utility vs. a model's AUC), so no block holds both, and the
+    learners are compared in a section of their own."""
     everyone = sorted(board.generator.unique())
+    learners = board.get("task", pd.Series("synthetic_data", index=board.index)) == "private_learning"
+    if learners.any() and not learners.all():
+        ranking = overall_ranking(board[~learners], directions, alpha)
+        ranking.excluded = sorted(set(ranking.excluded) | set(board.generator[learners]))
+        ranking.statement += (" Private learners are not in this ranking: they share no metric with the generators; "
+                              "the private-learning section compares them.")
+        return ranking
+    table = _block_table(board, directions)
     complete = table.dropna(axis=0) if len(table) else table
     excluded = sorted(set(everyone) - set(complete.columns))
     k, n = complete.shape[1], complete.shape[0]
@@ -397,9 +409,9 @@ def build_leaderboard(run_dir: Path, directions: dict[str, Direction], keys: set
     time_limit = run_time_limit(manifest)
     cells = charge_failures(cell_rows(results), directions, time_limit)
     board = aggregate(cells, directions)
+    ranking = overall_ranking(board, directions)  # before ordering drops the rows' task
     metrics = [c.removeprefix("metric:") for c in cells.columns if c.startswith("metric:")]
-    board = _ordered(board, metrics)
-    return Leaderboard(board, cells, overall_ranking(board, directions), directions, time_limit)
+    return Leaderboard(_ordered(board, metrics), cells, ranking, directions, time_limit)
 
 
 def _fmt(value: float, digits: int = 3) -> str:

@@ -195,3 +195,16 @@ def test_labels_and_errors_cannot_break_the_markdown_table(tmp_path):
     table = [line for line in markdown.splitlines() if line.startswith("| b")]
     assert table and all(line.count(" | ") == markdown.splitlines()[2].count(" | ") for line in table)
     assert "- b\\|c × adult × ε=1 × seed 1: fit: RuntimeError: line one line \\| two" in markdown
+
+
+def test_a_run_of_generators_and_learners_ranks_the_generators(tmp_path):
+    """The two kinds share no metric, so no block held both and nothing was ranked."""
+    rows = []
+    for dataset in ("d1", "d2"):
+        for s in (0, 1):
+            rows += [result(g, s, scores(v, 1 - v), dataset=dataset) for g, v in (("a", 0.9), ("b", 0.5), ("c", 0.7))]
+            for learner, auc in (("l1", 0.8), ("l2", 0.6)):
+                rows.append({**result(learner, s, {"auc": auc + 0.01 * s}, dataset=dataset), "task": "private_learning"})
+    ranking = build_leaderboard(write_run(tmp_path, rows), {**DIRECTIONS, "auc": Direction.HIGHER}).ranking
+    assert [e["generator"] for e in ranking.generators] == ["a", "c", "b"] and ranking.blocks == 4
+    assert ranking.excluded == ["l1", "l2"] and "Private learners are not in this ranking" in ranking.statement
