@@ -408,6 +408,11 @@ def build_leaderboard(run_dir: Path, directions: dict[str, Direction], keys: set
     manifest = json.loads((Path(run_dir) / "run.json").read_text()) if (Path(run_dir) / "run.json").exists() else {}
     time_limit = run_time_limit(manifest)
     cells = charge_failures(cell_rows(results), directions, time_limit)
+    deltas = sorted(cells.delta.unique())
+    if len(deltas) > 1:  # rows, ranks and blocks are per ε: two δ would be compared as one
+        raise ValueError(f"{run_dir}: its cells span δ = {', '.join(f'{d:g}' for d in deltas)}, and a leaderboard "
+                         "compares one δ; pass the keys of one suite's cells (as `dpgym leaderboard` does) or "
+                         "use one run directory per δ")
     board = aggregate(cells, directions)
     ranking = overall_ranking(board, directions)  # before ordering drops the rows' task
     metrics = [c.removeprefix("metric:") for c in cells.columns if c.startswith("metric:")]
@@ -421,8 +426,9 @@ def _fmt(value: float, digits: int = 3) -> str:
 
 
 def _escape(text: Any) -> str:
-    """Text for one Markdown table cell or list item: a `|` in a label would start a new cell."""
-    return " ".join(str(text).replace("\\", "\\\\").replace("|", "\\|").split())
+    """Text for one Markdown table cell or list item: a `|` in a label would start a new cell, and a
+    `<` would open raw HTML in renderers that allow it."""
+    return " ".join(str(text).replace("\\", "\\\\").replace("|", "\\|").replace("<", "&lt;").split())
 
 
 def to_markdown(lb: Leaderboard) -> str:

@@ -112,7 +112,7 @@ def overview_tables(lb: Leaderboard, families: dict[str, str]) -> list[dict[str,
                 top = (m in lb.directions and math.isfinite(mean) and len(means) > 1
                        and mean == (means.max() if higher else means.min()))
                 css = " ".join(c for c in ("best" if rank == 1 and len(means) > 1 else "", "top" if top else "") if c)
-                note = f"[{_num(low)}, {_num(high)}]" if math.isfinite(low) else "fewer than two seeds' values: no CI"
+                note = "fewer than two seeds' values: no CI" if math.isnan(low) else f"[{_num(low)}, {_num(high)}]"
                 cells.append(Cell(_num(mean), mean if math.isfinite(mean) else -1e300, css + " metric", note,
                                   f"{rank:g}" if math.isfinite(rank) else ""))
             for column, digits in (("fit_seconds_mean", 2), ("sample_seconds_mean", 2), ("peak_rss_mb_max", 0)):

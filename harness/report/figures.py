@@ -43,9 +43,16 @@ def to_data_uri(fig: plt.Figure, tight: bool = False) -> str:
 
 
 def generator_palette(generators: Sequence[str]) -> dict[str, tuple[float, float, float]]:
-    """One colour per generator, the same in every figure of a report."""
-    # Dark2 has 8 well-separated colours and none is the blue/orange reserved for real/synthetic.
-    colours = sns.color_palette("Dark2" if len(generators) <= 8 else "husl", max(len(generators), 1))
+    """One colour per generator, the same in every figure of a report. Dark2 has 8 well-separated
+    colours and tab20 16 more pairs once its blue and orange (reserved for real/synthetic) are left
+    out; only beyond 16 generators do the hues of husl, closer together, take over."""
+    count = max(len(generators), 1)
+    if count <= 8:
+        colours = sns.color_palette("Dark2", count)
+    elif count <= 16:
+        colours = sns.color_palette("tab20")[4:4 + count]
+    else:
+        colours = sns.color_palette("husl", count)
     return dict(zip(sorted(generators), colours))
 
 
@@ -60,8 +67,13 @@ def metric_curves(board: pd.DataFrame, metrics: Sequence[str], directions: dict[
     fig, axes = plt.subplots(nrows, ncols, figsize=(3.4 * ncols, 2.6 * nrows), squeeze=False)
     single_epsilon = data.epsilon.nunique() == 1
     for ax, m in zip(axes.flat, metrics):
+        undrawn = []  # ±∞ means have no place on the axis: named in the panel instead
         for generator, part in data.groupby("generator"):
             part = part.sort_values("epsilon")
+            infinite = np.isinf(part[f"{m}_mean"])
+            undrawn += [f"{generator} {'∞' if v > 0 else '−∞'} at ε={e:g}"
+                        for e, v in zip(part.epsilon[infinite], part[f"{m}_mean"][infinite])]
+            part = part[~infinite]
             colour = palette[generator]
             if single_epsilon:
                 err = np.vstack([part[f"{m}_mean"] - part[f"{m}_ci_low"], part[f"{m}_ci_high"] - part[f"{m}_mean"]])
@@ -73,6 +85,9 @@ def metric_curves(board: pd.DataFrame, metrics: Sequence[str], directions: dict[
                              legend=False)
                 ax.fill_between(part.epsilon, part[f"{m}_ci_low"], part[f"{m}_ci_high"], color=colour, alpha=0.2,
                                 linewidth=0)
+        if undrawn:
+            ax.text(0.02, 0.02, "not drawn: " + "; ".join(undrawn), transform=ax.transAxes, fontsize=6,
+                    va="bottom", wrap=True)
         arrow = {"higher": "↑", "lower": "↓"}.get(directions.get(m), "")
         ax.set_title(f"{m} {arrow}")
         ax.set_ylabel("")

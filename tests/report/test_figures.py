@@ -50,3 +50,26 @@ def test_a_single_epsilon_panel_takes_bounds_that_round_past_the_mean():
     assert bound > mean
     figure = metric_curves(board, ["apc"], {"apc": "higher"}, generator_palette(["a", "b"]))
     assert figure.startswith("data:image/png;base64,")
+
+
+def test_an_infinite_mean_is_named_in_its_panel_not_lost(monkeypatch):
+    import harness.report.figures as figures
+
+    monkeypatch.setattr(figures, "to_data_uri", lambda fig, tight=False: [t.get_text() for ax in fig.axes for t in ax.texts])
+    board = pd.DataFrame({"generator": ["a", "a", "b", "b"], "epsilon": [1.0, 4.0, 1.0, 4.0],
+                          "ll_mean": [-np.inf, -2.0, -3.0, -1.0], "ll_ci_low": [-np.inf, -2.5, -3.5, -1.5],
+                          "ll_ci_high": [-1.0, -1.5, -2.5, -0.5]})
+    texts = metric_curves(board, ["ll"], {"ll": "higher"}, generator_palette(["a", "b"]))
+    assert texts == ["not drawn: a −∞ at ε=1"]
+
+
+def test_up_to_sixteen_generators_get_colours_apart_from_each_other_and_from_real_and_synthetic():
+    """husl's hues, used beyond 8 before, came within 0.08-0.10 of each other (13-16 generators)."""
+    from itertools import combinations
+
+    import seaborn as sns
+
+    reserved = sns.color_palette()[:2]  # blue and orange: real and synthetic in the marginal figures
+    for count in range(2, 17):
+        colours = list(generator_palette([f"g{i:02d}" for i in range(count)]).values())
+        assert min(np.linalg.norm(np.subtract(a, b)) for a, b in combinations(colours + reserved, 2)) > 0.1, count

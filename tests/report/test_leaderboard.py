@@ -208,3 +208,16 @@ def test_a_run_of_generators_and_learners_ranks_the_generators(tmp_path):
     ranking = build_leaderboard(write_run(tmp_path, rows), {**DIRECTIONS, "auc": Direction.HIGHER}).ranking
     assert [e["generator"] for e in ranking.generators] == ["a", "c", "b"] and ranking.blocks == 4
     assert ranking.excluded == ["l1", "l2"] and "Private learners are not in this ranking" in ranking.statement
+
+
+def test_cells_of_two_deltas_are_refused_not_compared_as_one(tmp_path):
+    rows = [result("a", 0, scores(0.9, 0.1)), result("b", 0, scores(0.5, 0.5))]
+    rows[1]["cell"]["delta"] = 1e-7
+    with pytest.raises(ValueError, match=r"its cells span δ = 1e-07, 1e-05, and a leaderboard compares one δ"):
+        build_leaderboard(write_run(tmp_path, rows), DIRECTIONS)
+
+
+def test_html_in_a_label_stays_text_in_the_markdown(tmp_path):
+    rows = [result("x<td>y", s, scores(0.6, 0.4)) for s in (0, 1)]
+    _, markdown = write_leaderboard(write_run(tmp_path, rows), DIRECTIONS)
+    assert "x&lt;td>y" in markdown and "<td>" not in markdown

@@ -179,3 +179,16 @@ def test_kendall_pairs_of_columns_with_a_bar_in_their_name_land_on_those_columns
     matrix = _matrix_from_pairs({"x|y|label": 0.53, "x|y|c": 0.2, "label|c": -0.1}, names)
     assert list(matrix.index) == list(matrix.columns) == names
     assert (matrix.loc["x|y", "label"], matrix.loc["c", "x|y"], matrix.loc["label", "c"]) == (0.53, 0.2, -0.1)
+
+
+def test_an_infinite_seed_value_keeps_its_interval_note(tmp_path):
+    """The bootstrap's lower bound is −∞ here; the note said "fewer than two seeds" though three agreed."""
+    from harness.leaderboard import build_leaderboard
+    from harness.report.build import overview_tables
+    from harness.specs import Direction
+
+    rows = [result("a", s, {"loglik": v}) for s, v in enumerate([-np.inf, 1.0, 1.0])]
+    lb = build_leaderboard(write_run(tmp_path, rows), {"loglik": Direction.HIGHER})
+    (table,) = overview_tables(lb, {})
+    note = table["rows"][0]["cells"][5].note
+    assert note.startswith("[−∞, ") and "no CI" not in note
