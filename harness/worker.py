@@ -16,6 +16,7 @@ child and its descendants every 50 ms and SIGKILLing the tree is exact about wha
 from __future__ import annotations
 
 import multiprocessing
+import multiprocessing.connection
 import os
 import signal
 import sys
@@ -107,6 +108,9 @@ def _exit_when_orphaned(supervisor_pid: int, supervisor_started: float) -> None:
 
 
 def _child_main(conn: Any, task: CellTask, supervisor: tuple[int, float]) -> None:
+    # Its own process group: helpers it forks are found and killed with it, even once orphaned by
+    # its crash; and a terminal's Ctrl-C reaches the driver alone, which then cancels the cell.
+    os.setpgid(0, 0)
     _exit_when_orphaned(*supervisor)
     try:
         if task.env is not None:
@@ -176,13 +180,28 @@ class _Tree:
         self.listed = time.monotonic()
 
     def processes(self, fresh: bool = False) -> list[psutil.Process]:
+        """Once the child has exited its orphans are no longer its children: the last listing stays."""
         if fresh or time.monotonic() - self.listed > DESCENDANTS_EVERY:
             try:
-                self.members = [self.root, *self.root.children(recursive=True)]
+                if self.root.status() != psutil.STATUS_ZOMBIE:
+                    self.members = [self.root, *self.root.children(recursive=True)]
             except psutil.Error:
-                self.members = [self.root]
+                pass
             self.listed = time.monotonic()
         return self.members
+
+    def kill(self) -> None:
+        """The child's process group (the child, and helpers it forked, orphaned or not), and the
+        descendants last seen, for those that left the group."""
+        try:
+            os.killpg(self.root.pid, signal.SIGKILL)
+        except OSError:
+            pass  # the group is gone, or not made yet: the child sets it up as it starts
+        for p in self.processes(fresh=True):
+            try:
+                p.kill()
+            except psutil.Error:
+                continue
 
 
 def _rss(processes: list[psutil.Process]) -> int:
@@ -193,14 +212,6 @@ def _rss(processes: list[psutil.Process]) -> int:
         except psutil.Error:
             continue
     return total
-
-
-def _kill(processes: list[psutil.Process]) -> None:
-    for p in processes:
-        try:
-            p.kill()
-        except psutil.Error:
-            continue
 
 
 def _crash_reason(exitcode: int | None) -> str:
@@ -235,37 +246,39 @@ def run_isolated(task: CellTask, cancel: threading.Event | None = None) -> Outco
     child = ctx.Process(target=_child_main, args=(send, task, (me.pid, me.create_time())),
                         name=f"dpgym-cell-{task.cell.key}", daemon=False)
     child.start()
-    send.close()  # the child holds the only write end: EOF on the pipe means it is gone
+    send.close()  # EOF on the pipe only once the child and every helper it forked (they inherit it) are gone
     started = time.monotonic()
     tree = _Tree(child.pid)
     outcome = Outcome()
     peak = 0
     message = None
     while message is None and outcome.failure is None:
-        if receive.poll(POLL_SECONDS):
+        ready = multiprocessing.connection.wait([receive, child.sentinel], POLL_SECONDS)
+        if receive in ready:
             try:
                 message = receive.recv()
             except (EOFError, OSError):
                 break  # died without a word: see its exit code below
             continue
+        if ready:
+            break  # the child exited without a word, while a helper it forked still holds the pipe open
         peak = max(peak, _rss(tree.processes()))
         elapsed = time.monotonic() - started
         if task.max_memory is not None and peak > task.max_memory:
-            _kill(tree.processes(fresh=True))
+            tree.kill()
             outcome.failure = {"reason": "memory", "type": "MemoryLimit", "message":
                                f"memory: resident set reached {peak / 2**20:.0f} MiB, over the limit of "
                                f"{task.max_memory / 2**20:.0f} MiB; killed"}
         elif task.timeout is not None and elapsed > task.timeout:
-            _kill(tree.processes(fresh=True))
+            tree.kill()
             outcome.failure = {"reason": "timeout", "type": "Timeout",
                                "message": f"timeout: still running after {task.timeout:g} s of wall clock; killed"}
         elif cancel is not None and cancel.is_set():
-            _kill(tree.processes(fresh=True))
+            tree.kill()
             outcome.failure = {"reason": "cancelled", "type": "Cancelled", "message": "cancelled: the run was stopped"}
-    child.join(timeout=30)
-    if child.is_alive():  # sent its result but hangs on exit (e.g. a stuck non-daemon thread)
-        _kill(tree.processes(fresh=True))
-        child.join()
+    child.join(timeout=30)  # one that reported its result may hang on exit (e.g. a stuck non-daemon thread)
+    tree.kill()  # such a child, and whatever helpers (a pool, a subprocess) the cell left: none outlives it
+    child.join()
     receive.close()
     outcome.wall_seconds = time.monotonic() - started
     outcome.peak_rss_mb = peak / 2**20

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import subprocess
 import time
 import warnings
 
@@ -171,6 +172,35 @@ class Segfaulter(Uniform):
         raise AssertionError("unreachable")
 
 
+HELPERS_ENV = "DPGYM_TEST_HELPERS"  # a file the generators below append their helper processes' pids to
+
+
+def _record_helper(pid: int) -> None:
+    with open(os.environ[HELPERS_ENV], "a") as out:
+        out.write(f"{pid}\n")
+
+
+class Forker(Uniform):
+    """Forks a helper (as a fork-context worker pool does), which inherits every open file, the
+    cell's result pipe too; then crashes."""
+
+    def fit(self, train: pd.DataFrame, schema: Schema, budget: Budget, seed: int) -> Ledger:
+        helper = os.fork()
+        if helper == 0:
+            time.sleep(1000)
+            os._exit(0)
+        _record_helper(helper)
+        os._exit(5)
+
+
+class Spawner(Uniform):
+    """Succeeds, but leaves a helper process running."""
+
+    def fit(self, train: pd.DataFrame, schema: Schema, budget: Budget, seed: int) -> Ledger:
+        _record_helper(subprocess.Popen(["sleep", "1000"]).pid)
+        return super().fit(train, schema, budget, seed)
+
+
 class Probe(Uniform):
     """Reports, as warnings in result.json, the device it was given and the threads it may use."""
 
@@ -190,6 +220,7 @@ class ExecutionFaults:
     def dpgym_generators(self) -> list[GeneratorSpec]:
         return [_spec("sleeper", Sleeper, Guarantee.PURE), _spec("hog", Hog, Guarantee.PURE),
                 _spec("exiter", Exiter, Guarantee.PURE), _spec("segfaulter", Segfaulter, Guarantee.PURE),
+                _spec("forker", Forker, Guarantee.PURE), _spec("spawner", Spawner, Guarantee.PURE),
                 GeneratorSpec(name="probe", version="1", factory=Probe, guarantee=Guarantee.PURE,
                               defaults={"device": "auto"})]
 

@@ -22,7 +22,7 @@ from harness.registry import PluginError, Registry
 from harness.runner import expand, run_suite
 from harness.store import RunStore
 from harness.suite import GeneratorConfig, Settings, Suite, SuiteError, load_suite, settings_from_dict
-from tests.fake_plugins import EXECUTION, FaultyGenerators
+from tests.fake_plugins import EXECUTION, HELPERS_ENV, FaultyGenerators
 
 ROOT = Path(__file__).resolve().parent.parent
 TIMING = ("seconds", "rss")
@@ -63,6 +63,19 @@ def test_each_fault_fails_its_own_cell_with_its_reason_and_the_others_complete(r
     for ok in ("uniform", "independent"):
         assert results[ok]["status"] == "ok" and results[ok]["metrics"]["probe_age_mean"] > 0
         assert results[ok]["peak_rss_mb"] > 0 and results[ok]["execution"]["threads"] == 1
+
+
+def test_a_cell_that_crashes_beside_a_forked_helper_is_reported_as_crashed_and_no_helper_outlives_its_cell(
+        registry, tmp_path, monkeypatch):
+    helpers = tmp_path / "helpers"
+    monkeypatch.setenv(HELPERS_ENV, str(helpers))
+    suite = grid("forker", "spawner", executor="processes", workers=2, timeout=20)
+    run_suite(suite, RunStore(tmp_path / "run"), registry, show_progress=False)
+    results = results_by_generator(tmp_path / "run")
+    assert results["forker"]["error"]["reason"] == "crashed (exit code 5)"  # not a timeout: the helper holds its pipe
+    assert results["spawner"]["status"] == "ok"
+    pids = [int(pid) for pid in helpers.read_text().split()]
+    assert len(pids) == 2 and _wait_gone(pids, 5) == []
 
 
 def test_workers_get_their_share_of_cores_and_generators_that_declare_cuda_get_a_device(registry, tmp_path):
