@@ -31,6 +31,7 @@ import psutil
 
 POLL_SECONDS = 0.05
 DESCENDANTS_EVERY = 1.0  # listing descendants scans all of /proc: refreshed once a second, not per poll
+EXIT_GRACE_SECONDS = 30.0  # for a child that reported its result to exit before it is killed
 THREAD_ENV = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUMEXPR_NUM_THREADS",
               "VECLIB_MAXIMUM_THREADS")
 WARM_DATASETS_ENV = "DPGYM_WARM_DATASETS"  # read by harness.worker_preload in the forkserver
@@ -276,15 +277,19 @@ def run_isolated(task: CellTask, cancel: threading.Event | None = None) -> Outco
         elif cancel is not None and cancel.is_set():
             tree.kill()
             outcome.failure = {"reason": "cancelled", "type": "Cancelled", "message": "cancelled: the run was stopped"}
-    child.join(timeout=30)  # one that reported its result may hang on exit (e.g. a stuck non-daemon thread)
-    tree.kill()  # such a child, and whatever helpers (a pool, a subprocess) the cell left: none outlives it
+    child.join(timeout=EXIT_GRACE_SECONDS)
+    stuck = child.is_alive()  # reported its result but does not exit (e.g. a stuck non-daemon thread)
+    tree.kill()  # a stuck child, and whatever helpers (a pool, a subprocess) the cell left: none outlives it
     child.join()
     receive.close()
     outcome.wall_seconds = time.monotonic() - started
     outcome.peak_rss_mb = peak / 2**20
     if message is not None and message[0] == "ok":
         outcome.result, outcome.ledger, outcome.synthetic = message[1]
-        if child.exitcode != 0:
+        if stuck:
+            outcome.notes.append(f"the cell's process had not exited {EXIT_GRACE_SECONDS:g} s after reporting its "
+                                 "result (a non-daemon thread still running?); the harness killed it")
+        elif child.exitcode != 0:
             outcome.notes.append(f"the cell's process {_crash_reason(child.exitcode)} after reporting its result")
     elif message is not None:
         outcome.failure = {"reason": "worker error", **message[1],

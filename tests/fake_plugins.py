@@ -5,6 +5,7 @@ from __future__ import annotations
 import ctypes
 import os
 import subprocess
+import threading
 import time
 import warnings
 
@@ -201,6 +202,14 @@ class Spawner(Uniform):
         return super().fit(train, schema, budget, seed)
 
 
+class Lingerer(Uniform):
+    """Succeeds, but a non-daemon thread keeps its process from exiting."""
+
+    def fit(self, train: pd.DataFrame, schema: Schema, budget: Budget, seed: int) -> Ledger:
+        threading.Thread(target=time.sleep, args=(1000,), daemon=False).start()
+        return super().fit(train, schema, budget, seed)
+
+
 class Probe(Uniform):
     """Reports, as warnings in result.json, the device it was given and the threads it may use."""
 
@@ -221,6 +230,7 @@ class ExecutionFaults:
         return [_spec("sleeper", Sleeper, Guarantee.PURE), _spec("hog", Hog, Guarantee.PURE),
                 _spec("exiter", Exiter, Guarantee.PURE), _spec("segfaulter", Segfaulter, Guarantee.PURE),
                 _spec("forker", Forker, Guarantee.PURE), _spec("spawner", Spawner, Guarantee.PURE),
+                _spec("lingerer", Lingerer, Guarantee.PURE),
                 GeneratorSpec(name="probe", version="1", factory=Probe, guarantee=Guarantee.PURE,
                               defaults={"device": "auto"})]
 

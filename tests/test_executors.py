@@ -78,6 +78,16 @@ def test_a_cell_that_crashes_beside_a_forked_helper_is_reported_as_crashed_and_n
     assert len(pids) == 2 and _wait_gone(pids, 5) == []
 
 
+def test_a_cell_whose_process_does_not_exit_after_its_result_is_ok_and_noted_as_killed_by_the_harness(
+        registry, tmp_path, monkeypatch):
+    monkeypatch.setattr("harness.worker.EXIT_GRACE_SECONDS", 1.0)
+    run_suite(grid("lingerer", executor="processes", workers=1), RunStore(tmp_path), registry, show_progress=False)
+    (result,) = RunStore(tmp_path).results()
+    assert result["status"] == "ok"
+    assert any("had not exited 1 s after reporting its result" in w and "the harness killed it" in w
+               for w in result["warnings"]), result["warnings"]
+
+
 def test_workers_get_their_share_of_cores_and_generators_that_declare_cuda_get_a_device(registry, tmp_path):
     run_suite(grid("probe", workers=2, device="auto"), RunStore(tmp_path), registry, show_progress=False)
     (result,) = RunStore(tmp_path).results()
