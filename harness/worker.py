@@ -18,8 +18,10 @@ from __future__ import annotations
 import multiprocessing
 import multiprocessing.connection
 import os
+import shutil
 import signal
 import sys
+import tempfile
 import threading
 import time
 import traceback
@@ -108,7 +110,7 @@ def _exit_when_orphaned(supervisor_pid: int, supervisor_started: float) -> None:
     threading.Thread(target=watch, daemon=True, name="dpgym-orphan-watch").start()
 
 
-def _child_main(conn: Any, task: CellTask, supervisor: tuple[int, float]) -> None:
+def _child_main(conn: Any, task: CellTask, supervisor: tuple[int, float], scratch: str) -> None:
     # Its own process group: helpers it forks are found and killed with it, even once orphaned by
     # its crash; and a terminal's Ctrl-C reaches the driver alone, which then cancels the cell.
     os.setpgid(0, 0)
@@ -117,6 +119,8 @@ def _child_main(conn: Any, task: CellTask, supervisor: tuple[int, float]) -> Non
         if task.env is not None:
             os.environ.clear()
             os.environ.update(task.env)
+        # Temporary files live in a folder the supervisor removes once the cell ends, however it ends.
+        os.environ["TMPDIR"] = tempfile.tempdir = scratch
         os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # before any CUDA context exists
         limit_threads(task.threads)
         from harness.runner import run_cell
@@ -241,10 +245,18 @@ def run_isolated(task: CellTask, cancel: threading.Event | None = None) -> Outco
             "workers with DASK_DISTRIBUTED__WORKER__DAEMON=False (or --no-nanny)")})
     if task.threads is None:
         task = replace(task, threads=_threads_on_dask_worker())
+    scratch = tempfile.mkdtemp(prefix="dpgym-cell-")
+    try:
+        return _supervise(task, cancel, scratch)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)  # the cell's processes are gone: nothing writes there now
+
+
+def _supervise(task: CellTask, cancel: threading.Event | None, scratch: str) -> Outcome:
     ctx = _context()
     receive, send = ctx.Pipe(duplex=False)
     me = psutil.Process()
-    child = ctx.Process(target=_child_main, args=(send, task, (me.pid, me.create_time())),
+    child = ctx.Process(target=_child_main, args=(send, task, (me.pid, me.create_time()), scratch),
                         name=f"dpgym-cell-{task.cell.key}", daemon=False)
     child.start()
     send.close()  # EOF on the pipe only once the child and every helper it forked (they inherit it) are gone

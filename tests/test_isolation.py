@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -31,10 +32,11 @@ def environment(tmp_path_factory):
         yield Registry.discover()
 
 
-def run(registry, out, generator="isolated_marginals", params=None, epsilon=1.0):
+def run(registry, out, generator="isolated_marginals", params=None, epsilon=1.0, executor="serial"):
     suite = Suite("isolation", (GeneratorConfig(generator, params=params or {}),), ("adult",), (epsilon,), (0,),
                   1e-5, metrics=("fidelity",))
-    summary = run_suite(suite, RunStore(out), registry, show_progress=False, settings=Settings(executor="serial"))
+    summary = run_suite(suite, RunStore(out), registry, show_progress=False,
+                        settings=Settings(executor=executor, workers=1))
     (cell,) = expand(suite, registry)
     folder = out / "cells" / cell.key
     ledger = json.loads((folder / "ledger.json").read_text()) if (folder / "ledger.json").exists() else None
@@ -83,6 +85,17 @@ def test_a_missing_environment_says_how_to_create_it(environment, tmp_path, monk
     (check, *_) = conformance_checks(ISOLATED_MARGINALS)
     with pytest.raises(pytest.skip.Exception, match="unavailable here"):
         check()
+
+
+def test_a_cell_killed_while_its_environment_runs_leaves_no_training_rows_on_disk(environment, tmp_path, monkeypatch):
+    python, workdir = tmp_path / "python", tmp_path / "workdir"
+    python.write_text(f"#!/bin/sh\npwd > {workdir}\nkill -KILL $PPID\nexec sleep 1000\n")  # the cell's process
+    python.chmod(0o755)
+    monkeypatch.setenv(THROWAWAY.env_var, str(python))
+    _, result, _ = run(environment, tmp_path / "run", executor="processes")
+    assert result["error"]["reason"] == "crashed (signal SIGKILL)"
+    work = Path(workdir.read_text().strip())
+    assert work.name.startswith("dpgym-isolated-") and not work.exists()
 
 
 def test_a_half_built_environment_is_unavailable_until_its_setup_writes_the_ready_marker(tmp_path, monkeypatch):
