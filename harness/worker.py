@@ -94,8 +94,9 @@ def limit_threads(threads: int) -> None:
         sys.modules["torch"].set_num_threads(threads)
 
 
-def _exit_when_orphaned(supervisor_pid: int, supervisor_started: float) -> None:
-    """An orphan must not burn a core for hours after its driver was killed: it dies too."""
+def _exit_when_orphaned(supervisor_pid: int, supervisor_started: float, scratch: str) -> None:
+    """An orphan must not burn a core for hours after its driver was killed: it dies too, with the
+    helpers in its process group, and its temporary files (training rows among them) go first."""
 
     def watch() -> None:
         while True:
@@ -105,7 +106,8 @@ def _exit_when_orphaned(supervisor_pid: int, supervisor_started: float) -> None:
             except psutil.Error:
                 alive = False
             if not alive:
-                os._exit(70)
+                shutil.rmtree(scratch, ignore_errors=True)
+                os.killpg(0, signal.SIGKILL)
 
     threading.Thread(target=watch, daemon=True, name="dpgym-orphan-watch").start()
 
@@ -114,7 +116,7 @@ def _child_main(conn: Any, task: CellTask, supervisor: tuple[int, float], scratc
     # Its own process group: helpers it forks are found and killed with it, even once orphaned by
     # its crash; and a terminal's Ctrl-C reaches the driver alone, which then cancels the cell.
     os.setpgid(0, 0)
-    _exit_when_orphaned(*supervisor)
+    _exit_when_orphaned(*supervisor, scratch)
     try:
         if task.env is not None:
             os.environ.clear()

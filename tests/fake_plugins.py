@@ -202,6 +202,15 @@ class Spawner(Uniform):
         return super().fit(train, schema, budget, seed)
 
 
+class StuckSpawner(Uniform):
+    """Starts a helper process, then never finishes fitting."""
+
+    def fit(self, train: pd.DataFrame, schema: Schema, budget: Budget, seed: int) -> Ledger:
+        _record_helper(subprocess.Popen(["sleep", "1000"]).pid)
+        while True:
+            time.sleep(1)
+
+
 class Lingerer(Uniform):
     """Succeeds, but a non-daemon thread keeps its process from exiting."""
 
@@ -230,7 +239,7 @@ class ExecutionFaults:
         return [_spec("sleeper", Sleeper, Guarantee.PURE), _spec("hog", Hog, Guarantee.PURE),
                 _spec("exiter", Exiter, Guarantee.PURE), _spec("segfaulter", Segfaulter, Guarantee.PURE),
                 _spec("forker", Forker, Guarantee.PURE), _spec("spawner", Spawner, Guarantee.PURE),
-                _spec("lingerer", Lingerer, Guarantee.PURE),
+                _spec("stuck_spawner", StuckSpawner, Guarantee.PURE), _spec("lingerer", Lingerer, Guarantee.PURE),
                 GeneratorSpec(name="probe", version="1", factory=Probe, guarantee=Guarantee.PURE,
                               defaults={"device": "auto"})]
 

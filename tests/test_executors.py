@@ -174,9 +174,9 @@ def test_the_harness_core_does_not_import_torch():
 # --- the driver killed with SIGKILL ------------------------------------------------------------
 
 
-def _env() -> dict[str, str]:
+def _env(**extra: str) -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
-            "DPGYM_PLUGINS": EXECUTION}
+            "DPGYM_PLUGINS": EXECUTION, **extra}
 
 
 def _suite_file(tmp_path: Path, *generators: str, seeds: int, **settings: object) -> Path:
@@ -188,9 +188,9 @@ def _suite_file(tmp_path: Path, *generators: str, seeds: int, **settings: object
     return path
 
 
-def _driver(suite: Path, out: Path) -> subprocess.Popen:
+def _driver(suite: Path, out: Path, **env: str) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-m", "harness.cli", "run", "--suite", str(suite), "--out", str(out),
-                             "--no-progress"], env=_env(), cwd=ROOT, stdout=subprocess.DEVNULL,
+                             "--no-progress"], env=_env(**env), cwd=ROOT, stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE, start_new_session=True)
 
 
@@ -245,24 +245,19 @@ def test_driver_killed_twice_resumes_to_the_uninterrupted_leaderboard(registry, 
     pd.testing.assert_frame_equal(metric_columns(got), metric_columns(expected))
 
 
-def test_workers_of_a_killed_driver_exit_instead_of_running_on(tmp_path):
-    suite = _suite_file(tmp_path, "sleeper", seeds=1, workers=1)
-    out = tmp_path / "run"
-    driver = _driver(suite, out)
+def test_workers_of_a_killed_driver_exit_with_their_helpers_and_temporary_files_instead_of_running_on(tmp_path):
+    suite = _suite_file(tmp_path, "stuck_spawner", seeds=1, workers=1)
+    out, helpers, temp = tmp_path / "run", tmp_path / "helpers", tmp_path / "tmp"
+    temp.mkdir()
+    driver = _driver(suite, out, **{HELPERS_ENV: str(helpers), "TMPDIR": str(temp)})
     deadline = time.monotonic() + 60
-    while not _cells_running(driver.pid):
-        assert driver.poll() is None and time.monotonic() < deadline, "no cell process appeared"
+    while not (helpers.exists() and helpers.read_text().endswith("\n")):
+        assert driver.poll() is None and time.monotonic() < deadline, "no cell started its helper"
         time.sleep(0.1)
-    pids = [p.pid for p in psutil.Process(driver.pid).children(recursive=True)]
+    pids = [p.pid for p in psutil.Process(driver.pid).children(recursive=True)] + [int(helpers.read_text())]
+    assert list(temp.glob("dpgym-cell-*"))  # the cell's temporary folder, which must go with it
     driver.send_signal(signal.SIGKILL)
     driver.wait()
     assert _wait_gone(pids, 10) == []
+    assert list(temp.glob("dpgym-cell-*")) == []
     assert _finished(out) == 0  # nothing written for the cell that was running
-
-
-def _cells_running(driver: int) -> list[psutil.Process]:
-    """A cell's process is a grandchild of the driver: driver → forkserver → cell."""
-    try:
-        return [p for p in psutil.Process(driver).children(recursive=True) if p.ppid() != driver]
-    except psutil.Error:
-        return []
