@@ -64,9 +64,12 @@ class Environment:
         """"" when the environment can run cells, else one line saying how to create or point to it.
         An interpreter named by `env_var` is the user's own and is taken as it is; the default one
         must also carry the `ready` marker, so a half-built environment runs no cell."""
-        if not self.interpreter().is_file():
-            return (f"environment {self.name!r} not found at {self.interpreter()}: create it with `{self.setup}`, "
-                    f"or set {self.env_var} to its python")
+        python = self.interpreter()
+        remedy = f"create it with `{self.setup}`, or set {self.env_var} to its python"
+        if not python.is_file():
+            return f"environment {self.name!r} not found at {python}: {remedy}"
+        if not os.access(python, os.X_OK):
+            return f"environment {self.name!r}: {python} is not executable: {remedy}"
         marker = _in_checkout(self.ready)
         if self.ready and not os.environ.get(self.env_var) and not marker.is_file():
             return (f"environment {self.name!r} at {self.interpreter()} is incomplete (its set-up has not finished: "
@@ -115,8 +118,11 @@ class IsolatedGenerator:
             raise EnvironmentUnavailable(f"generator {self.name!r}: {missing}")
         request.update(adapter=self.adapter, schema=self.schema_.to_dict(), paths=list(self.environment.paths))
         (work / "request.json").write_text(json.dumps(request))
-        done = subprocess.run([str(self.environment.interpreter()), "-I", str(RUNNER), "request.json"], cwd=work,
-                              capture_output=True, text=True, stdin=subprocess.DEVNULL)
+        try:
+            done = subprocess.run([str(self.environment.interpreter()), "-I", str(RUNNER), "request.json"], cwd=work,
+                                  capture_output=True, text=True, stdin=subprocess.DEVNULL)
+        except OSError as err:  # e.g. a script whose interpreter line names a missing program
+            raise IsolatedGeneratorError(f"{self._where()}: {request['action']} could not start: {err}") from err
         if done.returncode != 0:
             detail = "\n".join(done.stderr.strip().splitlines()[-STDERR_LINES:])
             raise IsolatedGeneratorError(f"{self._where()}: {request['action']} exited with code {done.returncode}:\n"

@@ -87,6 +87,23 @@ def test_a_missing_environment_says_how_to_create_it(environment, tmp_path, monk
         check()
 
 
+def test_an_interpreter_that_cannot_run_fails_the_cell_naming_generator_and_environment(environment, tmp_path,
+                                                                                      monkeypatch):
+    python = tmp_path / "python"
+    python.write_text("root:x:0:0:root:/root:/bin/sh\n")  # a file, as /etc/passwd is, but no program
+    monkeypatch.setenv(THROWAWAY.env_var, str(python))
+    _, result, _ = run(environment, tmp_path / "not-executable")
+    assert result["error"]["type"] == "EnvironmentUnavailable"
+    assert f"{python} is not executable" in result["error"]["message"]
+    assert f"set {THROWAWAY.env_var} to its python" in result["error"]["message"]
+    python.write_text("#!/nonexistent/interpreter\n")
+    python.chmod(0o755)
+    _, result, _ = run(environment, tmp_path / "missing-interpreter")
+    message = result["error"]["message"]
+    assert "generator 'isolated_marginals' in environment 'stdlib-test'" in message
+    assert "fit could not start" in message
+
+
 def test_a_cell_killed_while_its_environment_runs_leaves_no_training_rows_on_disk(environment, tmp_path, monkeypatch):
     python, workdir = tmp_path / "python", tmp_path / "workdir"
     python.write_text(f"#!/bin/sh\npwd > {workdir}\nkill -KILL $PPID\nexec sleep 1000\n")  # the cell's process
@@ -101,7 +118,7 @@ def test_a_cell_killed_while_its_environment_runs_leaves_no_training_rows_on_dis
 def test_a_half_built_environment_is_unavailable_until_its_setup_writes_the_ready_marker(tmp_path, monkeypatch):
     python, marker = tmp_path / "venv" / "bin" / "python", tmp_path / "venv" / ".ready"
     python.parent.mkdir(parents=True)
-    python.touch()  # the interpreter exists while the set-up is still installing packages
+    python.touch(mode=0o755)  # the interpreter exists while the set-up is still installing packages
     building = Environment(name="slow", python=str(python), env_var="DPGYM_TEST_SLOW_PYTHON",
                            setup="bash setup-slow.sh", ready=str(marker))
     monkeypatch.delenv(building.env_var, raising=False)
