@@ -14,7 +14,8 @@ Values (omitted, not NaN, for generators without ``log_prob``; the detail says w
   (scale 1, as scikit-learn's StandardScaler has it), where log std would be −∞.
 - ``anomaly_auc``: ROC AUC of log p(x) separating the test rows from as many tail-box anomalies
   (spec §3.2, A13): each coordinate uniform in the test set's [5, 30] or [70, 95] percentile band,
-  the band picked with probability ½ per anomaly and dimension.
+  the band picked with probability ½ per anomaly and dimension. Omitted on a dataset without
+  numeric columns, where no anomaly can be drawn (the held-out values are still given).
 
 A second metric, ``dp_ad``, is the paper's private anomaly detector (Algorithm 2, spec §3.3): k
 non-private density models on a seeded random partition of the training rows vote whether
@@ -99,22 +100,24 @@ def evaluate(ctx: MetricContext) -> MetricResult:
     density_columns = list(getattr(ctx.generator, "density_columns", columns))
     _, scale, unscaled = standardisation(ctx.train, density_columns)
     log_std = float(np.log(scale).sum())
-    anomalies = tail_box_anomalies(ctx.test, columns, len(ctx.test), np.random.default_rng(ctx.seed))
-    anomaly_ll = np.asarray(log_prob(anomalies), dtype=float)
-    scores = np.nan_to_num(np.concatenate([test_ll, anomaly_ll]), nan=-np.inf)
-    labels = np.concatenate([np.ones(len(test_ll)), np.zeros(len(anomaly_ll))])
     finite = np.isfinite(test_ll)
     values = {
         "heldout_loglik": float(test_ll.mean()),
         "heldout_loglik_zscored": float(test_ll.mean() + log_std),
-        "anomaly_auc": float(roc_auc_score(labels, np.maximum(scores, -1e300))),
     }
     detail = {"columns": columns, "density_columns": density_columns, "n_test": len(test_ll),
               "non_finite_test_rows": int((~finite).sum()),
               "heldout_loglik_std_over_rows": float(test_ll[finite].std()) if finite.any() else None,
-              "zscore_log_std_sum": log_std, "zscore_constant_columns_unscaled": unscaled,
-              "n_anomalies": len(anomaly_ll),
-              "anomaly_loglik_mean": float(anomaly_ll.mean())}
+              "zscore_log_std_sum": log_std, "zscore_constant_columns_unscaled": unscaled}
+    if not columns:  # the anomalies are test rows moved into numeric tails: without numeric columns, none
+        detail["anomaly_auc_skipped"] = "the dataset has no numeric column to draw tail anomalies in"
+        return MetricResult(values, detail)
+    anomalies = tail_box_anomalies(ctx.test, columns, len(ctx.test), np.random.default_rng(ctx.seed))
+    anomaly_ll = np.asarray(log_prob(anomalies), dtype=float)
+    scores = np.nan_to_num(np.concatenate([test_ll, anomaly_ll]), nan=-np.inf)
+    labels = np.concatenate([np.ones(len(test_ll)), np.zeros(len(anomaly_ll))])
+    values["anomaly_auc"] = float(roc_auc_score(labels, np.maximum(scores, -1e300)))
+    detail.update(n_anomalies=len(anomaly_ll), anomaly_loglik_mean=float(anomaly_ll.mean()))
     return MetricResult(values, detail)
 
 

@@ -175,3 +175,12 @@ def test_dp_ad_on_a_dataset_without_numeric_columns_gets_no_value_and_says_why()
     rows = frame(100, 0)[["label"]]
     result = DP_AD_SPEC.evaluate(MetricContext(rows, rows, rows, schema, seed=0, options=DP_AD_SPEC.options))
     assert result.values == {} and "numeric" in result.detail["skipped"]
+
+
+def test_a_dataset_without_numeric_columns_gets_its_loglik_but_no_anomaly_auc():
+    """Tail-box anomalies need a numeric column; drawing them failed the whole cell."""
+    schema = Schema("labels", (Column("label", ColumnKind.BINARY, categories=("0", "1")),), target="label")
+    rows = frame(100, 0)[["label"]]
+    result = SPEC.evaluate(MetricContext(rows, rows, rows, schema, seed=0, generator=Flat()))
+    assert result.values == {"heldout_loglik": 0.0, "heldout_loglik_zscored": 0.0}
+    assert "no numeric column" in result.detail["anomaly_auc_skipped"]
