@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+from itertools import combinations
 import multiprocessing
 import threading
 import time
@@ -167,21 +168,18 @@ def kendall_matrix(frame: pd.DataFrame, schema: Schema, seed: int) -> pd.DataFra
     return _codes(frame, schema).corr(method="kendall").fillna(0.0)
 
 
-def _matrix_from_pairs(pairs: dict[str, float], names: list[str]) -> pd.DataFrame:
+def _matrix_from_pairs(pairs: dict[str, float], names: list[str]) -> pd.DataFrame | None:
+    """The fidelity metric's τ values, keyed "a|b" in row-major upper-triangle order, matched to the
+    column pairs by that order; None when they do not map one-to-one. A `|` inside column names can
+    make two pairs one key (columns `x`, `y|label`, `x|y`, `label`: both give "x|y|label"), and the
+    metric's dict then kept only one of them."""
+    expected = list(combinations(names, 2))
+    if list(pairs) != [f"{a}|{b}" for a, b in expected]:
+        return None
     matrix = pd.DataFrame(np.eye(len(names)), index=names, columns=names)
-    for key, tau in pairs.items():
-        a, b = _pair(key, names)
+    for (a, b), tau in zip(expected, pairs.values(), strict=True):
         matrix.loc[a, b] = matrix.loc[b, a] = tau
     return matrix
-
-
-def _pair(key: str, names: list[str]) -> tuple[str, str]:
-    """The two columns of a fidelity pair key "a|b"; a `|` inside a column name makes the first `|`
-    ambiguous, so the split is the one whose both sides are columns."""
-    for at in (i for i, c in enumerate(key) if c == "|"):
-        if key[:at] in names and key[at + 1:] in names:
-            return key[:at], key[at + 1:]
-    raise ValueError(f"Kendall-τ pair {key!r} does not name two of the columns {names}")
 
 
 def _reference_epsilon(epsilons: list[float]) -> float:
@@ -242,9 +240,10 @@ def _generator_figures(run_dir: Path, mine: pd.DataFrame, reference: float, real
     entry["marginals"] = figures.marginals(shares, real.schema)
     entry["shares"] = shares.assign(epsilon=chosen.epsilon, seed=chosen.seed, cell=chosen.key)
     detail = json.loads((folder / "result.json").read_text()).get("metric_detail", {}).get("fidelity", {})
-    if "kendall_real" in detail and "kendall_synthetic" in detail:
-        real_tau = _matrix_from_pairs(detail["kendall_real"], real.schema.names)
-        synth_tau = _matrix_from_pairs(detail["kendall_synthetic"], real.schema.names)
+    stored = [_matrix_from_pairs(detail[k], real.schema.names) if k in detail else None
+              for k in ("kendall_real", "kendall_synthetic")]
+    if all(m is not None for m in stored):
+        real_tau, synth_tau = stored
         entry["kendall_source"] = "the fidelity metric's τ-b matrices for this cell"
     else:
         real_tau, synth_tau = real.kendall(), kendall_matrix(synthetic, real.schema, seed=0)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from itertools import combinations
 import subprocess
 import sys
 from html.parser import HTMLParser
@@ -179,6 +180,15 @@ def test_kendall_pairs_of_columns_with_a_bar_in_their_name_land_on_those_columns
     matrix = _matrix_from_pairs({"x|y|label": 0.53, "x|y|c": 0.2, "label|c": -0.1}, names)
     assert list(matrix.index) == list(matrix.columns) == names
     assert (matrix.loc["x|y", "label"], matrix.loc["c", "x|y"], matrix.loc["label", "c"]) == (0.53, 0.2, -0.1)
+
+
+def test_kendall_pairs_that_share_a_key_are_recomputed_not_misplaced():
+    """Columns x, y|label, x|y, label: (x, y|label) and (x|y, label) are both "x|y|label", so the
+    metric's dict kept one τ for two pairs, which the first split naming two columns put on the
+    wrong one; such pairs are now refused and the report recomputes τ from the rows."""
+    names = ["x", "y|label", "x|y", "label"]
+    keys = [f"{a}|{b}" for a, b in combinations(names, 2)]
+    assert _matrix_from_pairs(dict(zip(keys, range(len(keys)))), names) is None
 
 
 def test_an_infinite_seed_value_keeps_its_interval_note(tmp_path):
