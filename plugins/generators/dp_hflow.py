@@ -17,7 +17,6 @@ AdaBelief. Sampling inverts the flow and floors the discrete dimensions (§2.5).
 from __future__ import annotations
 
 import math
-import warnings
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -33,11 +32,10 @@ from harness.schema import Column, ColumnKind
 from plugins.nn.flow_linear import LowRankFlowLinear, LUFlowLinear
 from plugins.nn.made import ConditionalMADE
 from plugins.nn.optim import AdaBelief
+from plugins.nn.sampling import finite_draws
 from plugins.nn.spline import params_per_dim, rq_spline
 
 LOG_2PI = math.log(2 * math.pi)
-# Rounds of redrawing rows whose flow inverse is not finite before sampling gives up.
-SAMPLE_ROUNDS = 20
 
 
 # ---------------------------------------------------------------------------------------------
@@ -403,32 +401,15 @@ class DPHFlow:
             return self._sample(n, seed)
 
     def _sample(self, n: int, seed: int) -> pd.DataFrame:
-        """Invert the flow on Gaussian draws. A trained flow can map a few draws to NaN or ±inf (a
-        near-singular low-rank linear layer, or a spline pushed past its range in float32); those rows
-        are redrawn, so the sample is the flow's distribution conditioned on a finite inverse, and
-        the count is reported as a warning (seen on Census, where a NaN row failed a cell after a
-        70-minute fit)."""
+        """Invert the flow on Gaussian draws, redrawing non-finite rows (`finite_draws`; seen on Census,
+        where a NaN row failed a cell after a 70-minute fit)."""
         gen = torch.Generator(device=self.device_).manual_seed(seed)
-        kept, missing, redrawn = [], n, 0
-        for _ in range(SAMPLE_ROUNDS):
-            z = torch.randn(missing, self.layout_.features, generator=gen, device=self.device_)
-            y = torch.cat([self.flow_.inverse(part).cpu() for part in z.split(8192)]) if missing else z.cpu()
-            finite = torch.isfinite(y).all(dim=1)
-            if not redrawn and missing and not finite.any():  # the first, full draw: redrawing cannot help
-                raise RuntimeError(f"dp_hflow: the flow's inverse is non-finite for all {missing} rows drawn; "
-                                   "the fitted model is degenerate")
-            kept.append(y[finite])
-            missing = int((~finite).sum())
-            if not missing:
-                break
-            redrawn += missing
-        else:
-            raise RuntimeError(f"dp_hflow: the flow's inverse stayed non-finite for {missing} of {n} rows "
-                               f"after {SAMPLE_ROUNDS} rounds of redrawing; the fitted model is degenerate")
-        if redrawn:
-            warnings.warn(f"dp_hflow: {redrawn} of {n} sampled rows were non-finite after inverting the "
-                          f"flow and were redrawn", RuntimeWarning, stacklevel=2)
-        return self.layout_.decode(torch.cat(kept))
+
+        def draw(m: int) -> Tensor:
+            z = torch.randn(m, self.layout_.features, generator=gen, device=self.device_)
+            return torch.cat([self.flow_.inverse(part).cpu() for part in z.split(8192)])
+
+        return self.layout_.decode(finite_draws(draw, n, self.layout_.features, "dp_hflow"))
 
     @property
     def density_columns(self) -> list[str]:

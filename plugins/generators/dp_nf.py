@@ -41,6 +41,7 @@ from harness.privacy.dpsgd import DPSGD
 from plugins.generators import dp_mog
 from plugins.nn.flows import LOG_2PI, MAF
 from plugins.nn.runtime import single_thread
+from plugins.nn.sampling import finite_draws
 from plugins.nn.space import DensitySpace, project_to_unit_ball
 
 PRIORS = ("normal", "dp_mog")
@@ -226,18 +227,17 @@ class DPNF:
 
     @torch.no_grad()
     def sample(self, n: int, seed: int) -> pd.DataFrame:
-        if n == 0:  # the MADE and the mixture draw refuse empty batches
-            return self.space_.decode(np.zeros((0, self.space_.dim)), np.random.default_rng(seed))
         generator = torch.Generator().manual_seed(seed)
-        if self.prior_mixture_ is None:
-            z = torch.randn(n, self.space_.dim, generator=generator)
-        else:
-            z = self._prior_module().cpu().sample(n, generator)
-            self._prior_cache = None
+        prior = None if self.prior_mixture_ is None else self._prior_module().cpu()
+
+        def draw(m: int) -> torch.Tensor:
+            z = torch.randn(m, self.space_.dim, generator=generator) if prior is None else prior.sample(m, generator)
+            return torch.cat([self.flow_.inverse(b.to(self.device_)).cpu() for b in z.split(EVAL_BATCH)])
+
         with single_thread():
-            u = torch.cat([self.flow_.inverse(b.to(self.device_)) for b in z.split(EVAL_BATCH)]).double().cpu().numpy()
-        u = np.nan_to_num(u, nan=0.0, posinf=1e6, neginf=-1e6)  # post-processing; decode clips to the bounds
-        return self.space_.decode(u, np.random.default_rng(seed))
+            u = finite_draws(draw, n, self.space_.dim, "dp_nf")
+        self._prior_cache = None
+        return self.space_.decode(u.double().numpy(), np.random.default_rng(seed))
 
 
 SPEC = GeneratorSpec(
