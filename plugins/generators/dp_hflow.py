@@ -32,6 +32,7 @@ from harness.schema import Column, ColumnKind
 from plugins.nn.flow_linear import LowRankFlowLinear, LUFlowLinear
 from plugins.nn.made import ConditionalMADE
 from plugins.nn.optim import AdaBelief
+from plugins.nn.runtime import resolve_device
 from plugins.nn.sampling import finite_draws
 from plugins.nn.spline import params_per_dim, rq_spline
 
@@ -300,8 +301,7 @@ class DPHFlow:
             return self._fit(train, schema, budget, seed)
 
     def _fit(self, train: pd.DataFrame, schema: Schema, budget: Budget, seed: int) -> Ledger:
-        self.device_ = torch.device("cuda" if self.device == "auto" and torch.cuda.is_available()
-                                    else ("cpu" if self.device == "auto" else self.device))
+        self.device_ = resolve_device(self.device)
         self.layout_ = Layout(schema, self.tail_bound, self.dequantize_integers, self.log_heavy_tails)
         mode = self.dequantization
         if mode == "auto":  # A14: uniform when private (Fig. 5, small ε), variational otherwise
