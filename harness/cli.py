@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 from rich.table import Table
@@ -60,6 +62,23 @@ def _dataset_names(text: str) -> list[str]:
         else:
             names.append(item)
     return names
+
+
+def _listed(args: argparse.Namespace, option: str,
+            parse: Callable[[str], list[Any]] = _csv) -> tuple[Any, ...] | None:
+    """The items of a comma-separated option, None when it is not given. Given but naming nothing
+    (`--datasets ""`, `--metrics ,`) is an error: ignoring it would silently run the whole suite."""
+    text = getattr(args, option)
+    if text is None:
+        return None
+    items = tuple(parse(text))
+    if not items:
+        raise SuiteError(f"--{option} {text!r} names no {option.removesuffix('s')}")
+    return items
+
+
+def _epsilons(text: str) -> list[float]:
+    return [parse_epsilon(e, "--epsilons") for e in _csv(text)]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -120,24 +139,20 @@ def suite_from_args(args: argparse.Namespace) -> Suite:
         raise SuiteError(f"--seeds must be ≥ 1, got {args.seeds}")
     if args.suite:
         suite = load_suite(args.suite)
-        replace = {}
-        if args.datasets:
-            replace["datasets"] = tuple(_dataset_names(args.datasets))
-        if args.epsilons:
-            replace["epsilons"] = tuple(parse_epsilon(e, "--epsilons") for e in _csv(args.epsilons))
-        if args.seeds is not None:
-            replace["seeds"] = tuple(range(args.seeds))
-        if args.delta is not None:
-            replace["delta"] = args.delta
-        if args.metrics:
-            replace["metrics"] = tuple(_csv(args.metrics))
+        overrides = {
+            "datasets": _listed(args, "datasets", _dataset_names),
+            "epsilons": _listed(args, "epsilons", _epsilons),
+            "seeds": tuple(range(args.seeds)) if args.seeds is not None else None,
+            "delta": args.delta,
+            "metrics": _listed(args, "metrics"),
+        }
         if args.generators or args.learners:
             raise SuiteError("--generators/--learners build an ad-hoc grid; they cannot be combined with --suite")
-        if replace:
-            fields = {**suite.__dict__, **replace}
-            suite = Suite(**fields)
+        given = {name: value for name, value in overrides.items() if value is not None}
+        if given:
+            suite = Suite(**{**suite.__dict__, **given})
     else:
-        missing = [f"--{n}" for n in ("datasets", "epsilons") if not getattr(args, n)]
+        missing = [f"--{n}" for n in ("datasets", "epsilons") if getattr(args, n) is None]
         if not (args.generators or args.learners):
             missing.insert(0, "--generators (or --learners)")
         if missing:
@@ -146,11 +161,11 @@ def suite_from_args(args: argparse.Namespace) -> Suite:
             name="adhoc",
             generators=tuple(GeneratorConfig(g) for g in _csv(args.generators or "")),
             learners=tuple(GeneratorConfig(name, kind="learner") for name in _csv(args.learners or "")),
-            datasets=tuple(_dataset_names(args.datasets)),
-            epsilons=tuple(parse_epsilon(e, "--epsilons") for e in _csv(args.epsilons)),
+            datasets=_listed(args, "datasets", _dataset_names),
+            epsilons=_listed(args, "epsilons", _epsilons),
             seeds=tuple(range(args.seeds or 1)),
             delta=args.delta if args.delta is not None else 1e-5,
-            metrics=tuple(_csv(args.metrics)) if args.metrics else None,
+            metrics=_listed(args, "metrics"),
         )
     return apply_overrides(suite, args.set)
 

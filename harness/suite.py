@@ -305,6 +305,9 @@ def load_suite(name_or_path: str) -> Suite:
         raw = tomllib.loads(path.read_text())
     except tomllib.TOMLDecodeError as err:
         raise SuiteError(f"{path}: {err}") from None
+    if raw.get("metrics") == []:  # a run would score nothing; refused here, not in run.json's copy of a suite
+        raise SuiteError(f"{path}: 'metrics' is empty; list the metrics to run, or leave it out to run every "
+                         "installed one")
     return suite_from_dict(raw, str(path))
 
 

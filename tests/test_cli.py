@@ -54,6 +54,11 @@ def test_list_marks_datasets_without_their_files_unavailable(tmp_path, monkeypat
          "unknown hyper-parameters ['bins']"),
         (["run", "--datasets", "adult"], "give --suite, or an ad-hoc grid with --generators (or --learners), --epsilons"),
         (["leaderboard", "/nonexistent/run"], "not a dpgym run directory"),
+        (["run", "--suite", "smoke", "--datasets", ""], "--datasets '' names no dataset"),
+        (["run", "--suite", "smoke", "--epsilons", ""], "--epsilons '' names no epsilon"),
+        (["run", "--suite", "smoke", "--metrics", ","], "--metrics ',' names no metric"),
+        (["run", "--generators", "uniform", "--datasets", "adult", "--epsilons", "1", "--metrics", ""],
+         "--metrics '' names no metric"),
     ],
 )
 def test_user_errors_are_one_line_without_traceback(args, message, tmp_path):

@@ -252,6 +252,7 @@ def test_suite_files_reject_unknown_keys(tmp_path):
     ('epsilons = [true]', r"True is not an epsilon"),
     ('datasets = "adult"', r"'datasets' must be a list of names, got 'adult'"),
     ('metrics = "fidelity"', r"'metrics' must be a list of names"),
+    ('metrics = []', r"'metrics' is empty; list the metrics to run, or leave it out"),
     ('delta = "small"', r"'delta' must be a number, got 'small'"),
     ('settings = "fast"', r"'settings' must be a table"),
     ('[[generators]]\nname = 5', r"generators\[1\] needs a 'name' \(a string\)"),
