@@ -88,7 +88,11 @@ class SerialExecutor:
         from harness.runner import run_cell
 
         for cell in cells:
-            result, ledger, synthetic = run_cell(cell, self.registry, device=self.plan.device)
+            directory = os.getcwd()
+            try:
+                result, ledger, synthetic = run_cell(cell, self.registry, device=self.plan.device)
+            finally:  # a plugin's os.chdir must not move the next cell's (or the driver's) relative paths
+                os.chdir(directory)
             yield cell, Outcome(result, ledger, synthetic, peak_rss_mb=result["peak_rss_mb"])
 
 

@@ -266,8 +266,8 @@ def _stage(name: str, fn: Callable[[], Any]) -> Any:
         if name == "load":
             raise
         raise CellFailure(name, err) from err  # a generator's or metric's failure, not a missing dataset
-    except Exception as err:  # a plugin's fault fails its cell, never the run
-        raise CellFailure(name, err) from err
+    except (Exception, SystemExit) as err:  # a plugin's fault (sys.exit too: serially, it would end the run)
+        raise CellFailure(name, err) from err  # fails its cell, never the run
 
 
 def _timed(result: dict[str, Any], name: str, stage: str, fn: Callable[[], Any]) -> Any:

@@ -69,7 +69,7 @@ def write_json_atomic(path: Path, payload: Any) -> None:
 
 class RunStore:
     def __init__(self, root: Path):
-        self.root = Path(root)
+        self.root = Path(root).absolute()  # fixed when opened: code run in the driver may change directory
         self.cells = self.root / "cells"
 
     @contextmanager

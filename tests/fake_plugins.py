@@ -5,6 +5,7 @@ from __future__ import annotations
 import ctypes
 import os
 import subprocess
+import sys
 import threading
 import time
 import warnings
@@ -108,6 +109,22 @@ class MissingWeights(Uniform):
         raise DatasetUnavailable("pretrained weights not found")
 
 
+class Wanderer(Uniform):
+    """Changes the working directory (to a new folder inside it), as some libraries' training loops do."""
+
+    def fit(self, train: pd.DataFrame, schema: Schema, budget: Budget, seed: int) -> Ledger:
+        os.makedirs("wandered", exist_ok=True)
+        os.chdir("wandered")
+        return super().fit(train, schema, budget, seed)
+
+
+class Quitter(Uniform):
+    """Calls sys.exit(0), as a command-line tool used as a library may."""
+
+    def fit(self, train: pd.DataFrame, schema: Schema, budget: Budget, seed: int) -> Ledger:
+        sys.exit(0)
+
+
 def _spec(name: str, factory: type, guarantee: Guarantee = Guarantee.FORMAL) -> GeneratorSpec:
     return GeneratorSpec(name=name, version="1", factory=factory, guarantee=guarantee)
 
@@ -119,7 +136,8 @@ class FaultyGenerators:
                 _spec("unknown_category", UnknownCategory, Guarantee.PURE),
                 _spec("seed_ignorer", SeedIgnorer, Guarantee.PURE), _spec("canceller", Canceller),
                 _spec("scale_forgetter", ScaleForgetter), _spec("short_sampler", ShortSampler, Guarantee.PURE),
-                _spec("missing_weights", MissingWeights), _spec("loss_reporter", LossReporter, Guarantee.PURE)]
+                _spec("missing_weights", MissingWeights), _spec("loss_reporter", LossReporter, Guarantee.PURE),
+                _spec("wanderer", Wanderer, Guarantee.PURE), _spec("quitter", Quitter, Guarantee.PURE)]
 
 
 class QuieterIndependent(Independent):

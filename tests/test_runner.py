@@ -156,6 +156,27 @@ def test_a_serial_run_says_it_applies_no_limits(registry, tmp_path):
     assert any("serial executor applies no timeout or memory limit" in m for m in summary.messages)
 
 
+def test_a_plugin_changing_directory_in_a_serial_run_misdirects_no_later_cell(registry, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    summary = run(grid("wanderer", "uniform", seeds=(0,)), "run", registry, settings=Settings(executor="serial"))
+    assert summary.ok == 2 and Path.cwd() == tmp_path
+    assert sorted(r["cell"]["generator"] for r in RunStore(tmp_path / "run").results()) == ["uniform", "wanderer"]
+
+
+def test_a_run_store_stays_where_it_was_opened_when_the_directory_changes(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    store = RunStore(Path("run"))
+    monkeypatch.chdir(tmp_path.parent)
+    assert store.root == tmp_path / "run"
+
+
+def test_a_plugin_calling_sys_exit_fails_its_cell_and_a_serial_run_goes_on(registry, tmp_path):
+    summary = run(grid("quitter", "uniform", seeds=(0,)), tmp_path, registry, settings=Settings(executor="serial"))
+    assert (summary.ok, summary.failed) == (1, 1)
+    result = next(r for r in RunStore(tmp_path).results() if r["cell"]["generator"] == "quitter")
+    assert result["error"]["stage"] == "fit" and result["error"]["type"] == "SystemExit"
+
+
 def test_a_negative_ledger_parameter_cannot_cancel_another_entrys_spend(registry, tmp_path):
     """The Laplace entry spends ε = 10; the exponential one's β = −5 would make the pure sum 0."""
     run(grid("canceller", seeds=(0,)), tmp_path, registry)
