@@ -82,3 +82,9 @@ def test_json_round_trip_keeps_claims():
     ledger.claim(0.8, 1e-5, "prv")
     again = Ledger.from_dict(ledger.to_dict())
     assert again.epsilon == 0.8 and again.composition == "prv" and again.entries == ledger.entries
+
+
+def test_params_that_json_cannot_hold_are_refused_when_recorded():
+    """A ledger is published as ledger.json, whose keys are strings."""
+    with pytest.raises(TypeError, match=r"ledger entry 'laplace': params .* cannot be written as JSON: keys must be"):
+        LedgerEntry("laplace", 1.0, 0.0, {"l1_sensitivity": 1.0, "scale": 1.0, ("noise", "scale"): 1.0}, "pure")

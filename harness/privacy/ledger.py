@@ -38,6 +38,15 @@ class LedgerEntry:
     accountant: str
     description: str = ""
 
+    def __post_init__(self) -> None:
+        """A ledger is published as JSON: params it cannot hold (a tuple key) are refused where the
+        plugin records them, not later when its cell is stored."""
+        try:
+            json.dumps(self.params, default=str)
+        except (TypeError, ValueError) as err:
+            raise TypeError(f"ledger entry {self.mechanism!r}: params {self.params!r} cannot be written as JSON: "
+                            f"{err}") from None
+
     def to_dict(self) -> dict[str, Any]:
         return {k: _json_float(v) for k, v in asdict(self).items()}
 
