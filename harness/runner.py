@@ -28,12 +28,14 @@ from harness.executors import Plan, make_executor
 from harness.privacy import Budget, Guarantee, Ledger, PrivacyViolation, reaccount
 from harness.registry import Provided, Registry
 from harness.schema import Schema
-from harness.store import RunStore
+from harness.store import RunStore, to_json
 from harness.worker import Outcome
 from harness.specs import DatasetSpec, GeneratorSpec, MetricContext, MetricSpec, SpecError, Split
 from harness.suite import DEVICES, GeneratorConfig, Settings, Suite
 
 STREAMS = ("fit", "sample", "evaluate")
+# What the harness itself measures about a cell, as opposed to what its plugins return.
+MEASURED = ("device", "timings", "warnings", "peak_rss_mb", "peak_gpu_mb", "execution")
 
 
 @dataclass(frozen=True)
@@ -244,10 +246,7 @@ def run_cell(cell: Cell, registry: Registry, device: str = "cpu",
             result.update(status="unavailable", error={"stage": "load", "type": type(err).__name__, "message": str(err)})
         except CellFailure as failure:
             ledger_json = result.pop("_ledger", None)
-            result.update(status="failed", error={
-                "stage": failure.stage, "type": type(failure.error).__name__, "message": str(failure.error),
-                "traceback": "".join(traceback.format_exception(failure.error)),
-            })
+            result.update(status="failed", error=_error(failure.stage, failure.error))
     result["warnings"] = sorted({f"{w.category.__name__}: {w.message}" for w in caught})
     result["timings"]["total_seconds"] = time.perf_counter() - started
     result["peak_rss_mb"] = rss.peak / 2**20
@@ -256,7 +255,39 @@ def run_cell(cell: Cell, registry: Registry, device: str = "cpu",
 
         result["peak_gpu_mb"] = torch.cuda.max_memory_allocated() / 2**20
     result.pop("_ledger", None)
+    try:
+        _check_recordable(cell, result, ledger_json)
+    except CellFailure as failure:
+        return unrecorded(cell, registry, result, failure.error), None, None
     return result, ledger_json, synthetic
+
+
+def _error(stage: str, error: BaseException) -> dict[str, Any]:
+    return {"stage": stage, "type": type(error).__name__, "message": str(error),
+            "traceback": "".join(traceback.format_exception(error))}
+
+
+def _check_recordable(cell: Cell, result: dict[str, Any], ledger_json: dict[str, Any] | None) -> None:
+    """What a cell stores must be JSON. A plugin's output that is not (a dict keyed by tuples) fails
+    its cell here, in the cell's own process and naming the plugin, rather than the driver's write."""
+    plugin = f"{cell.generator.kind} {cell.generator.name!r}"
+    parts = [(f"the ledger of {plugin}", ledger_json),
+             *((f"the detail of metric {name!r}", detail) for name, detail in result.get("metric_detail", {}).items()),
+             (f"the result of {plugin}", result)]
+    for what, payload in parts:
+        try:
+            to_json(payload)
+        except (TypeError, ValueError) as err:
+            raise CellFailure("record", TypeError(f"{what} cannot be written as JSON: {err}")) from err
+
+
+def unrecorded(cell: Cell, registry: Registry, result: dict[str, Any], error: BaseException) -> dict[str, Any]:
+    """The failed result of a cell whose output could not be stored: of `result`, only what the
+    harness measured is kept, since anything a plugin made may be what could not be written."""
+    failed = cell_header(cell, registry)
+    failed.update({name: result[name] for name in MEASURED if name in result})
+    failed.update(status="failed", error=_error("record", error))
+    return failed
 
 
 def _stage(name: str, fn: Callable[[], Any]) -> Any:
@@ -418,7 +449,11 @@ def run_suite(suite: Suite, store: RunStore, registry: Registry, retry_failed: b
                 _notify(registry, "dpgym_cell_started", cell=cell.describe())
             for done, (cell, outcome) in enumerate(executor.run(todo), start=1):
                 result = outcome_result(cell, outcome, registry)
-                store.write_cell(cell.key, result, outcome.ledger, outcome.synthetic)
+                try:
+                    store.write_cell(cell.key, result, outcome.ledger, outcome.synthetic)
+                except Exception as err:  # e.g. a plugin's output the cell's own check missed: fail the cell only
+                    result = unrecorded(cell, registry, result, err)
+                    store.write_cell(cell.key, result, None, None)
                 _notify(registry, "dpgym_cell_finished", cell=cell.describe(), result=result)
                 _count(summary, cell, result)
                 progress.update(task, advance=1, ok=summary.ok, failed=summary.failed + summary.unavailable,

@@ -61,9 +61,15 @@ def git_revision() -> str | None:
     return out.stdout.strip() + ("-dirty" if dirty.stdout.strip() else "")
 
 
+def to_json(payload: Any) -> str:
+    """The run directory's JSON. `default=str` covers values (numpy scalars), not keys: a dict keyed
+    by tuples raises TypeError, which cells check for before they reach the store."""
+    return json.dumps(payload, indent=2, default=str)
+
+
 def write_json_atomic(path: Path, payload: Any) -> None:
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(payload, indent=2, default=str))
+    tmp.write_text(to_json(payload))
     os.replace(tmp, path)
 
 
@@ -141,15 +147,20 @@ class RunStore:
 
     def write_cell(self, key: str, result: dict[str, Any], ledger: dict[str, Any] | None,
                    synthetic: pd.DataFrame | None) -> None:
+        """Write the cell's folder whole or not at all: on an error, nothing of it is left behind."""
+        texts = {"result.json": to_json(result), **({"ledger.json": to_json(ledger)} if ledger is not None else {})}
         tmp = self.cells / f".tmp-{key}-{os.getpid()}"
         if tmp.exists():
             shutil.rmtree(tmp)
         tmp.mkdir(parents=True)
-        if synthetic is not None:
-            synthetic.to_parquet(tmp / "synthetic.parquet", index=False)
-        if ledger is not None:
-            (tmp / "ledger.json").write_text(json.dumps(ledger, indent=2, default=str))
-        (tmp / "result.json").write_text(json.dumps(result, indent=2, default=str))
+        try:
+            if synthetic is not None:
+                synthetic.to_parquet(tmp / "synthetic.parquet", index=False)
+            for name, text in texts.items():
+                (tmp / name).write_text(text)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
         final = self.cells / key
         if final.exists():  # a failed cell being retried: swap the old folder out first
             old = self.cells / f".old-{key}-{os.getpid()}"

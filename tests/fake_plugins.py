@@ -282,6 +282,38 @@ FAULTY = "tests.fake_plugins:FaultyGenerators"
 EXECUTION = f"{FAULTY},tests.fake_plugins:ExecutionFaults,tests.fake_plugins:ProbeMetrics"
 
 
+# --- output that JSON cannot hold: the run directory could not store it -------------------------
+
+
+class TupleKeyedLedger(Uniform):
+    """Adds a tuple-keyed parameter to its ledger entry after recording it."""
+
+    def fit(self, train: pd.DataFrame, schema: Schema, budget: Budget, seed: int) -> Ledger:
+        super().fit(train, schema, budget, seed)
+        entry = LedgerEntry("laplace", budget.epsilon, 0.0, {"l1_sensitivity": 1.0, "scale": 1.0 / budget.epsilon},
+                            "pure")
+        entry.params[("noise", "scale")] = entry.params["scale"]
+        return Ledger(Guarantee.PURE, [entry])
+
+
+def _tuple_keyed_detail(ctx: MetricContext) -> MetricResult:
+    return MetricResult({"rows": float(len(ctx.synthetic))}, detail={("rows", "synthetic"): len(ctx.synthetic)})
+
+
+class UnwritableOutputs:
+    @hookimpl
+    def dpgym_generators(self) -> list[GeneratorSpec]:
+        return [_spec("tuple_keyed_ledger", TupleKeyedLedger, Guarantee.PURE)]
+
+    @hookimpl
+    def dpgym_metrics(self) -> list[MetricSpec]:
+        return [MetricSpec(name="tuple_keyed_detail", version="1", evaluate=_tuple_keyed_detail,
+                           directions={"rows": Direction.HIGHER})]
+
+
+UNWRITABLE = "tests.fake_plugins:UnwritableOutputs"
+
+
 def _target_rate_gap(ctx: MetricContext) -> MetricResult:
     """|share of the target's first class, real − synthetic|: cheap, and it separates the smoke generators."""
     target = ctx.schema.target

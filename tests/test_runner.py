@@ -17,7 +17,7 @@ from harness.specs import SpecError
 from harness.store import RunStore, StoreError
 from harness.suite import GeneratorConfig, Settings, Suite, SuiteError, apply_overrides, load_suite
 from tests.datasets.test_user_csv_dataset import SCHEMA, people
-from tests.fake_plugins import FAULTY
+from tests.fake_plugins import FAULTY, UNWRITABLE
 
 
 def grid(*generators: str, seeds=(0, 1), epsilons=(1.0,)) -> Suite:
@@ -241,6 +241,35 @@ def test_synthetic_rows_outside_the_schema_fail_the_cell_naming_the_generator(re
     (result,) = RunStore(tmp_path).results()
     assert result["error"]["stage"] == "validate"
     assert "unknown_category" in result["error"]["message"] and "'Astronaut'" in result["error"]["message"]
+
+
+def test_plugin_output_json_cannot_hold_fails_its_own_cell_naming_the_plugin(tmp_path):
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("DPGYM_PLUGINS", f"{FAULTY},{UNWRITABLE}")
+        registry = Registry.discover()
+    ledger_run = run(grid("tuple_keyed_ledger", "uniform", seeds=(0,)), tmp_path / "ledger", registry)
+    detail_run = run(replace(grid("uniform", seeds=(0,)), metrics=("tuple_keyed_detail",)), tmp_path / "detail", registry)
+    assert (ledger_run.ok, ledger_run.failed, detail_run.failed) == (1, 1, 1)
+    for out, what in ((tmp_path / "ledger", "the ledger of generator 'tuple_keyed_ledger'"),
+                      (tmp_path / "detail", "the detail of metric 'tuple_keyed_detail'")):
+        failed = next(r for r in RunStore(out).results() if r["status"] == "failed")
+        assert failed["error"]["stage"] == "record"
+        assert failed["error"]["message"].startswith(f"{what} cannot be written as JSON: keys must be")
+        assert [p.name for p in (out / "cells" / failed["cell"]["key"]).iterdir()] == ["result.json"]
+
+
+def test_a_cell_the_run_directory_cannot_store_fails_alone_and_leaves_nothing_behind(registry, tmp_path, monkeypatch):
+    def unwritable(frame, path, **kwargs):
+        raise ValueError("parquet cannot hold this column")
+
+    monkeypatch.setattr(pd.DataFrame, "to_parquet", unwritable)  # the serial executor runs cells in this process
+    summary = run(grid("uniform", "independent", seeds=(0,)), tmp_path, registry, settings=Settings(executor="serial"))
+    assert (summary.ok, summary.failed) == (0, 2)
+    for result in RunStore(tmp_path).results():
+        assert result["error"] == {**result["error"], "stage": "record", "type": "ValueError",
+                                   "message": "parquet cannot hold this column"}
+    assert not list((tmp_path / "cells").glob(".*"))  # no half-written folder left
+    assert sorted(p.name for p in (tmp_path / "cells").rglob("*") if p.is_file()) == ["result.json", "result.json"]
 
 
 def test_ledger_and_result_files_are_written_per_cell(registry, tmp_path):
