@@ -101,6 +101,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--out", required=True, type=Path, help="run directory (re-running resumes it)")
     run.add_argument("--retry-failed", action="store_true", help="also redo cells that failed earlier")
     run.add_argument("--no-progress", action="store_true", help="no progress bar")
+    run.add_argument("--dry-run", action="store_true",
+                     help="check the grid and show per generator and dataset how many cells would run; run nothing")
     run.add_argument("--executor", choices=EXECUTORS,
                      help="serial (in-process, for debugging) | processes (default) | dask")
     run.add_argument("--workers", type=int, help="cells at once (default: the number of cores)")
@@ -259,6 +261,30 @@ def cmd_run(args: argparse.Namespace, suite: Suite, registry: Registry, console:
     console.print(f"report: {write_report(args.out, registry, keys=suite_keys(args.out, registry))}")
 
 
+def cmd_plan(args: argparse.Namespace, suite: Suite, registry: Registry, console: Console) -> None:
+    """What `run` would do, without a lock, a manifest or a cell: the grid expanded and checked, and
+    per generator and dataset the cells to run and those already done in the run directory."""
+    store = RunStore(args.out)
+    redo = {"failed", "unavailable"} if args.retry_failed else set()
+    counts: dict[tuple[str, str], dict[str, int]] = {}
+    for cell in expand(suite, registry):
+        status = (store.finished(cell.key) or {}).get("status")
+        row = counts.setdefault((cell.generator.display, cell.dataset), {"to run": 0, "done": 0, "done, failed": 0})
+        row["to run" if status is None or status in redo else "done" if status == "ok" else "done, failed"] += 1
+    table = Table("generator", "dataset", "to run", "done", "done, failed", title=f"{suite.name} into {store.root}")
+    for (label, dataset), row in counts.items():
+        table.add_row(label, dataset, *(str(n) for n in row.values()))
+    console.print(table)
+    total = {k: sum(row[k] for row in counts.values()) for k in ("to run", "done", "done, failed")}
+    again = " (--retry-failed runs them again)" if total["done, failed"] and not args.retry_failed else ""
+    console.print(f"{sum(total.values())} cells: {total['to run']} to run, {total['done']} done, "
+                  f"{total['done, failed']} done but failed or unavailable{again}; nothing was run")
+    for dataset in suite.datasets:
+        missing = (registry.dataset(dataset).availability or (lambda: ""))()
+        if missing:
+            console.print(f"  dataset {dataset!r} is unavailable here: {missing}", markup=False, soft_wrap=True)
+
+
 def cmd_check(args: argparse.Namespace, registry: Registry, console: Console) -> int:
     """0: no regression; 1: a metric or privacy regression (listed); errors raise (exit 2)."""
     if not 0 < args.alpha < 1:
@@ -303,11 +329,13 @@ def main(argv: list[str] | None = None) -> int:
     err = Console(stderr=True, highlight=False)
     try:
         suite = suite_from_args(args) if args.command == "run" else None
-        if suite is not None:
+        if suite is not None and not args.dry_run:
             start_early(Plan.resolve(settings_from_args(args).over(suite.settings)), list(suite.datasets))
         registry = Registry.discover()
         if args.command == "list":
             cmd_list(registry, console)
+        elif suite is not None and args.dry_run:
+            cmd_plan(args, suite, registry, console)
         elif suite is not None:
             cmd_run(args, suite, registry, console)
         elif args.command == "leaderboard":

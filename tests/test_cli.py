@@ -71,6 +71,19 @@ def test_user_errors_are_one_line_without_traceback(args, message, tmp_path):
     assert len(lines) == 1 and lines[0].startswith("dpgym: error:") and message in lines[0]
 
 
+def test_a_dry_run_counts_the_cells_to_run_and_writes_nothing(tmp_path):
+    grid = ["--generators", "uniform", "--datasets", "adult", "--seeds", "1", "--metrics", "fidelity", "--no-progress"]
+    assert dpgym("run", *grid, "--epsilons", "1", "--out", str(tmp_path)).returncode == 0
+    before = sorted(p.name for p in (tmp_path / "cells").iterdir())
+    out = dpgym("run", *grid, "--epsilons", "1,inf", "--out", str(tmp_path), "--dry-run")
+    assert out.returncode == 0, out.stderr
+    assert "2 cells: 1 to run, 1 done, 0 done but failed or unavailable; nothing was run" in out.stdout
+    assert sorted(p.name for p in (tmp_path / "cells").iterdir()) == before
+    assert not (tmp_path / "elsewhere").exists()
+    assert dpgym("run", *grid, "--epsilons", "1", "--out", str(tmp_path / "elsewhere"), "--dry-run").returncode == 0
+    assert not (tmp_path / "elsewhere").exists()
+
+
 def test_adhoc_run_with_override_completes_and_writes_a_leaderboard(tmp_path):
     out = dpgym("run", "--generators", "independent,uniform", "--datasets", "adult", "--epsilons", "0.5,inf",
                 "--seeds", "1", "--metrics", "fidelity", "--set", "independent.mechanism=\"laplace\"", "--out", str(tmp_path),
