@@ -7,6 +7,7 @@ Missing values ("?") are kept as an explicit category (see ``datasets/adult/sche
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import cache, partial
 
 import pandas as pd
@@ -61,6 +62,16 @@ SPEC = rebalanceable(DatasetSpec(
                 "adult:undersample=r[,test=f] rebalances",
     availability=partial(files_availability, FILES),
 ))
+
+
+def paper_view(name: str, load: Callable[[], Split], schema: Callable[[], Schema], preparation: str, key: str,
+               description: str) -> DatasetSpec:
+    """A paper's preparation of the Adult files: their citation, licence and availability, and a
+    checksum of the files plus `key`, which names the preparation so its cells key apart."""
+    return DatasetSpec(name=name, version="1", load=load, schema=schema,
+                       citation=f"{SPEC.citation}; preprocessing of {preparation}", license=SPEC.license,
+                       checksum=combined_checksum(list(FILES.values()) + [key]), description=description,
+                       availability=partial(files_availability, FILES))
 
 
 @hookimpl

@@ -12,10 +12,9 @@ public (which columns, which levels), so it costs no privacy.
 from __future__ import annotations
 
 from dataclasses import replace
-from functools import cache, partial
+from functools import cache
 
 from harness import Column, ColumnKind, DatasetSpec, Schema, Split, hookimpl
-from harness.datafiles import combined_checksum, files_availability
 from plugins.datasets import adult
 
 DROPPED = ("fnlwgt", "education")
@@ -42,18 +41,11 @@ def load() -> Split:
     return Split(train=train, test=test)
 
 
-SPEC = DatasetSpec(
-    name="adult_autogan",
-    version="1",
-    load=load,
-    schema=schema,
-    citation=adult.SPEC.citation + "; preprocessing of Tantipongpipat et al., DP-auto-GAN (2021)",
-    license="CC BY 4.0",
-    checksum=combined_checksum(list(adult.FILES.values()) + ["dp-auto-gan view: -fnlwgt -education, education-num ordinal"]),
-    description="Adult as DP-auto-GAN prepares it: official split, fnlwgt and education dropped, "
-                "education-num 16 ordered levels (13 columns, 106 encoded)",
-    availability=partial(files_availability, adult.FILES),
-)
+SPEC = adult.paper_view(
+    "adult_autogan", load, schema, "Tantipongpipat et al., DP-auto-GAN (2021)",
+    "dp-auto-gan view: -fnlwgt -education, education-num ordinal",
+    "Adult as DP-auto-GAN prepares it: official split, fnlwgt and education dropped, education-num 16 ordered "
+    "levels (13 columns, 106 encoded)")
 
 
 @hookimpl

@@ -10,14 +10,13 @@ so the split itself costs no privacy.
 from __future__ import annotations
 
 from dataclasses import replace
-from functools import cache, partial
+from functools import cache
 
 import numpy as np
 import pandas as pd
 from sklearn.model_selection import train_test_split
 
 from harness import DatasetSpec, Schema, Split, hookimpl
-from harness.datafiles import combined_checksum, files_availability
 from plugins.datasets import adult
 
 SPLIT_SEED = 0
@@ -63,17 +62,9 @@ def load() -> Split:
     return Split(train=pd.concat([train, dev], ignore_index=True), test=test)
 
 
-SPEC = DatasetSpec(
-    name="adult_expm",
-    version="1",
-    load=load,
-    schema=schema,
-    citation=adult.SPEC.citation + "; preprocessing of Bridges, Tombs & Stanley, ExpM+NF (2023)",
-    license="CC BY 4.0",
-    checksum=combined_checksum(list(adult.FILES.values()) + [f"split-{SPLIT_SEED}-64/16/20"]),
-    description="Adult, both files, '?' rows dropped (45,222); stratified 64/16/20, train = train+dev",
-    availability=partial(files_availability, adult.FILES),
-)
+SPEC = adult.paper_view(
+    "adult_expm", load, schema, "Bridges, Tombs & Stanley, ExpM+NF (2023)", f"split-{SPLIT_SEED}-64/16/20",
+    "Adult, both files, '?' rows dropped (45,222); stratified 64/16/20, train = train+dev")
 
 
 @hookimpl
