@@ -9,7 +9,8 @@ times e^{nε} below the lower bound on P_real(A) is impossible for a true ε-DP 
 
 Learner-specific checks (e.g. the exact-ExpM bound in plugins/learners/audit.py) return the same
 `Finding`s. Verdicts: ``implausible`` (a check fires), ``consistent`` (a check could have fired and
-did not), ``vacuous`` (the bound is too loose to test anything at this ε·n), ``not_audited``.
+did not), ``vacuous`` (it could not have fired: the bound is too loose at this ε·n, or too few models
+were drawn to show even perfect separation), ``not_audited``.
 """
 
 from __future__ import annotations
@@ -58,17 +59,26 @@ def group_privacy(real_aucs: np.ndarray, permuted_aucs: np.ndarray, epsilon: flo
     group = n if replace_one else 2 * n
     log_factor = group * epsilon
     slack = math.log(group) + (group - 1) * epsilon + math.log(delta) if delta > 0 else -math.inf
-    log_bound = np.logaddexp(log_factor + math.log(max(p_perm, 1e-300)), slack)
-    bound = math.exp(min(log_bound, 0.0))
-    if bound >= 1.0 or log_factor > 700:
+
+    def allowed(p: float) -> float:  # the largest P_real a guarantee allows given P_perm ≤ p
+        return math.exp(min(np.logaddexp(log_factor + math.log(max(p, 1e-300)), slack), 0.0))
+
+    bound = allowed(p_perm)
+    # With few models even perfect separation (every real AUC at the threshold, no permuted one)
+    # cannot beat the bound: one model per fit, as DP-SGD releases, needs ~15 seeds. Such a check
+    # could not have fired, so passing it says nothing ("consistent" would claim it did).
+    can_fire = clopper_pearson(len(real), len(real))[0] > allowed(clopper_pearson(0, len(perm))[1])
+    if bound >= 1.0 or log_factor > 700 or not can_fire:
         verdict = "vacuous"
     else:
         verdict = "implausible" if observed > bound else "consistent"
     allowance = f"e^(kε) = e^{log_factor:.3g}" + (f" plus k·e^((k−1)ε)·δ, δ = {delta:g}" if delta > 0 else "")
+    power = "" if can_fire else (f"; with {len(real)} real and {len(perm)} permuted-label models not even "
+                                 "perfect separation could fire the check")
     return Finding("group_privacy", verdict, t, bound, observed,
                    f"k = {group} ({'replace-one' if replace_one else 'add/remove'}); {allowance}; "
                    f"P_perm(AUC ≥ {t:.3f}) ≤ {p_perm:.3g} over {len(perm)} permuted-label models; "
-                   f"P_real ≥ {observed:.3g} over {len(real)}")
+                   f"P_real ≥ {observed:.3g} over {len(real)}{power}")
 
 
 def combine(findings: list[Finding]) -> str:

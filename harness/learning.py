@@ -19,6 +19,7 @@ import math
 from typing import Any
 
 import numpy as np
+import pandas as pd
 from sklearn.metrics import roc_auc_score
 
 from harness import audit
@@ -45,10 +46,9 @@ def execute_learner(cell: Any, provided: Provided, dataset: DatasetSpec, result:
     learner = _stage("build", lambda: spec.build(params))
     ledger = _timed(result, "fit_seconds", "fit", lambda: learner.fit(split.train.copy(), schema, cell.budget, seeds["fit"]))
     ledger_json = check_ledger(ledger, spec, cell, result)
-    y_test = positive_labels(split.test, schema)
+    y_test = _stage("evaluate", lambda: positive_labels(split.test, schema))
     released = _stage("evaluate", lambda: audit_auc(learner.release(), split.test, y_test))
-    draws = _stage("evaluate", lambda: [audit_auc(m, split.test, y_test)
-                                        for m in learner.evaluation_models(EVALUATION_DRAWS, seeds["sample"])])
+    draws = _stage("evaluate", lambda: evaluation_aucs(learner, split.test, y_test, seeds["sample"]))
     result["metrics"] = {"auc": released, "auc_draws_median": float(np.median(draws))}
     result["metric_detail"] = {"auc_draws": [float(a) for a in draws]}
     n, epsilon = len(split.train), cell.epsilon
@@ -61,7 +61,7 @@ def execute_learner(cell: Any, provided: Provided, dataset: DatasetSpec, result:
         permuted[schema.target] = permuted[schema.target].take(rng.permutation(n)).reset_index(drop=True)
         twin = spec.build(cell.generator.params)
         _timed(result, "audit_seconds", "audit", lambda: twin.fit(permuted, schema, cell.budget, seeds["fit"]))
-        perm_draws = [audit_auc(m, split.test, y_test) for m in twin.evaluation_models(EVALUATION_DRAWS, seeds["sample"])]
+        perm_draws = _stage("audit", lambda: evaluation_aucs(twin, split.test, y_test, seeds["sample"]))
         result["metric_detail"]["auc_permuted_draws"] = [float(a) for a in perm_draws]
         diagnostics["auc_permuted_median"] = float(np.median(perm_draws))
         findings.append(audit.group_privacy(np.array(draws), np.array(perm_draws), epsilon, n, **group))
@@ -72,6 +72,15 @@ def execute_learner(cell: Any, provided: Provided, dataset: DatasetSpec, result:
                        "n_rows": n, "log_factor": n * epsilon if math.isfinite(epsilon) else "inf", **group,
                        **diagnostics}
     return ledger_json
+
+
+def evaluation_aucs(learner: Any, test: pd.DataFrame, y_test: np.ndarray, seed: int) -> list[float]:
+    """Test AUC of each model the learner draws for evaluation; none is a fault of the learner (the
+    median and the audit would be taken over nothing)."""
+    aucs = [audit_auc(m, test, y_test) for m in learner.evaluation_models(EVALUATION_DRAWS, seed)]
+    if not aucs:
+        raise ValueError("evaluation_models() returned no model")
+    return aucs
 
 
 def positive_labels(frame, schema: Schema) -> np.ndarray:

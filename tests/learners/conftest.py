@@ -12,7 +12,7 @@ from harness.registry import Registry
 from plugins.datasets import adult_expm
 from plugins.generators import independent, uniform
 from plugins.learners import dpsgd_lr, expm_nf_lr, nonprivate_lr, via_synthetic
-from tests.learners import toy_learning
+from tests.learners import faulty_learners, toy_learning
 
 
 @pytest.fixture(scope="session")
@@ -29,7 +29,7 @@ def toy_schema():
 def learner_registry() -> Registry:
     plugins = {"toy_learning": toy_learning, "adult_expm": adult_expm, "uniform": uniform, "independent": independent,
                "nonprivate_lr": nonprivate_lr, "dpsgd_lr": dpsgd_lr, "expm_nf_lr": expm_nf_lr,
-               "via_synthetic": via_synthetic}
+               "via_synthetic": via_synthetic, "faulty_learners": faulty_learners}
     manager = pluggy.PluginManager(hookspecs.PROJECT)
     manager.add_hookspecs(hookspecs)
     packages: dict[str, str] = {}

@@ -89,3 +89,15 @@ def test_direction_aucs_are_computed_once_per_split(monkeypatch, tmp_path):
     y[0] = 1 - y[0]  # another split: another entry
     with pytest.raises(pytest.fail.Exception):
         audit.random_direction_aucs(x, y, 100, seed=0)
+
+
+@pytest.mark.parametrize("models", [1, 2, 5])
+def test_too_few_models_for_even_a_perfect_cheat_to_fire_is_vacuous_not_consistent(models):
+    """A learner releasing one model per fit (DP-SGD) that ignores ε: perfect separation at ε = 1e-6
+    cannot beat the bound with 1 to 5 draws, and was called "consistent"."""
+    finding = group_privacy(np.full(models, 0.94), np.full(models, 0.5), epsilon=1e-6, n=3000)
+    assert finding.verdict == "vacuous" and "not even perfect separation could fire" in finding.detail
+
+
+def test_enough_models_of_a_perfect_cheat_fire_the_check():
+    assert group_privacy(np.full(10, 0.94), np.full(10, 0.5), epsilon=1e-6, n=3000).verdict == "implausible"

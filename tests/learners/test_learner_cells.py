@@ -105,3 +105,16 @@ def test_draws_of_different_seeds_are_not_pooled_for_the_group_privacy_check():
     assert _learning_columns(many, 1e-6)["audit_verdict"] == "consistent"
     one = many.assign(auc_draws=[[0.8]] * 10, auc_permuted_draws=[[0.5]] * 10)
     assert _learning_columns(one, 1e-6)["audit_verdict"] == "implausible"
+
+
+def test_a_learner_fault_after_its_fit_fails_its_cell_at_its_stage(tmp_path, learner_registry):
+    """Serially these ended the whole run with a traceback: no models to evaluate, and a raise in the
+    audit twin's evaluation, both outside any stage."""
+    suite = Suite(name="faults", generators=(), datasets=("toy_learning",), epsilons=(1e-3,), seeds=(0,),
+                  learners=(GeneratorConfig("no_models", kind="learner"), GeneratorConfig("twin_fails", kind="learner")))
+    summary = run_suite(suite, RunStore(tmp_path), learner_registry, show_progress=False,
+                        settings=Settings(executor="serial"))
+    assert summary.failed == 2
+    errors = {r["cell"]["generator"]: r["error"] for r in RunStore(tmp_path).results(None)}
+    assert errors["no_models"]["stage"] == "evaluate" and "returned no model" in errors["no_models"]["message"]
+    assert errors["twin_fails"]["stage"] == "audit" and "permuted-label twin broke" in errors["twin_fails"]["message"]
