@@ -70,6 +70,7 @@ def summarise(run_dir: Path, keys: set[str] | None = None) -> dict[tuple[Any, ..
             "privacy_refusals": 0, "reaccounted_epsilon": None, "ledger": None, "metrics": {},
         })
         group["seeds"].append(cell["seed"])
+        group["_guarantees"] = sorted({*group.get("_guarantees", []), result["generator"]["guarantee"]})
         if result["status"] != "ok":
             group["failures"] += 1
             group["privacy_refusals"] += int(result.get("error", {}).get("stage") == "privacy")
@@ -88,7 +89,18 @@ def summarise(run_dir: Path, keys: set[str] | None = None) -> dict[tuple[Any, ..
 
 
 def write_baseline(run_dir: Path, path: Path, suite: str, keys: set[str] | None = None) -> None:
-    groups = sorted(({k: v for k, v in g.items() if not k.startswith("_")} for g in summarise(run_dir, keys).values()),
+    """The run as the new baseline, if it is whole: a baseline holding failed or missing cells would
+    let those pass every later check (a group without a ledger has nothing to compare)."""
+    summary = summarise(run_dir, keys)
+    missing = len(keys) - sum(len(g["seeds"]) for g in summary.values()) if keys is not None else 0
+    if missing:
+        raise ValueError(f"{run_dir}: {missing} of the suite's {len(keys)} cells have not run; finish the run "
+                         "before writing a baseline from it")
+    failed = [f"{g['generator']} × {g['dataset']} × ε={g['epsilon']}" for g in summary.values() if g["failures"]]
+    if failed:
+        raise ValueError(f"{run_dir}: cells failed in {', '.join(failed)}; a baseline must hold every cell's "
+                         "values and ledger, so fix or re-run them (--retry-failed) first")
+    groups = sorted(({k: v for k, v in g.items() if not k.startswith("_")} for g in summary.values()),
                     key=lambda g: (g["generator"], g["dataset"], g["epsilon"]))
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps({"format": BASELINE_FORMAT, "suite": suite, "groups": groups}, indent=1,
@@ -110,6 +122,15 @@ def load_baseline(path: Path) -> dict[tuple[Any, ...], dict[str, Any]]:
         missing = [k for k in BASELINE_GROUP_KEYS if not isinstance(group, dict) or k not in group]
         if missing:
             raise ValueError(f"{path}: group {i} lacks {missing}; rewrite the baseline with --update")
+        malformed = [k for k, ok in (("seeds", isinstance(group["seeds"], list)),
+                                     ("failures", isinstance(group["failures"], int)),
+                                     ("metrics", isinstance(group["metrics"], dict)
+                                      and all(isinstance(v, list) for v in group["metrics"].values())),
+                                     ("ledger", group["ledger"] is None or isinstance(group["ledger"], list)))
+                     if not ok]
+        if malformed:
+            raise ValueError(f"{path}: group {i} has malformed {malformed} (seeds and each metric a list of "
+                             "per-seed values, failures a count, ledger a list of entries); rewrite it with --update")
     return {(g["generator"], g["dataset"], g["epsilon"], g["delta"]): g for g in groups}
 
 
@@ -130,7 +151,7 @@ def _worse_by(base: list[float], now: list[float], direction: Direction, alpha: 
     if se == 0:
         return worse, floor
     df = (vb + vn) ** 2 / ((vb**2 / (len(b) - 1) if vb else 0) + (vn**2 / (len(n) - 1) if vn else 0))
-    return worse, max(floor, float(stats.t.ppf(1 - alpha, df)) * se)
+    return worse, max(floor, float(stats.t.isf(alpha, df)) * se)  # isf: 1 − alpha rounds to 1 for tiny alpha
 
 
 def compare(baseline: dict[tuple[Any, ...], dict[str, Any]], current: dict[tuple[Any, ...], dict[str, Any]],
@@ -170,8 +191,9 @@ def compare(baseline: dict[tuple[Any, ...], dict[str, Any]], current: dict[tuple
 
 def _privacy_findings(key: tuple[Any, ...], base: dict[str, Any], now: dict[str, Any]) -> list[Finding]:
     out = []
-    if now["guarantee"] != base["guarantee"]:
-        out.append(Finding("privacy", key, "guarantee label changed", base["guarantee"], now["guarantee"]))
+    labels = now.get("_guarantees", [now["guarantee"]])  # every seed's: a change in any one is a change
+    if labels != [base["guarantee"]]:
+        out.append(Finding("privacy", key, "guarantee label changed", base["guarantee"], ", ".join(labels)))
     if now["privacy_refusals"]:
         out.append(Finding("privacy", key, "cells refused by the privacy re-accounting",
                            str(base.get("privacy_refusals", 0)), str(now["privacy_refusals"])))

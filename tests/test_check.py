@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+import math
+
 import pytest
 
 from harness.check import compare, load_baseline, same_ledger, summarise, write_baseline
@@ -129,3 +132,43 @@ def test_alpha_outside_zero_one_is_refused(registry, baseline, tmp_path, monkeyp
     run(out, registry)
     monkeypatch.setattr(Registry, "discover", classmethod(lambda cls, extra=None: registry))
     assert main(["check", str(out), "--baseline", str(tmp_path / "none.json"), "--alpha", "0"]) == 2
+
+
+def test_a_guarantee_label_changed_in_any_seed_is_a_privacy_regression(registry, baseline, tmp_path):
+    now = run(tmp_path, registry)
+    relabelled = _edit(now, _guarantees=lambda g: sorted({g["guarantee"], "nominal"}))
+    privacy = {f.what for f in compare(baseline, relabelled, metric_directions(registry), 0.05) if f.kind == "privacy"}
+    assert privacy == {"guarantee label changed"}
+
+
+def test_a_tiny_alpha_gives_a_finite_tolerance():
+    """1 − 1e-17 rounds to 1, where the t quantile is ∞: no regression of any size could fail."""
+    from harness.check import _worse_by
+    from harness.specs import Direction
+
+    worse, tolerance = _worse_by([0.10, 0.11, 0.12], [0.50, 0.52, 0.55], Direction.LOWER, 1e-17)
+    assert math.isfinite(tolerance) and worse == pytest.approx(0.413, abs=1e-3)
+
+
+def test_metrics_that_are_not_per_seed_lists_are_a_malformed_baseline(registry, tmp_path):
+    out = tmp_path / "run"
+    run(out, registry)
+    path = tmp_path / "b.json"
+    write_baseline(out, path, "gate")
+    path.write_text(path.read_text().replace('"failures": 0', '"failures": null', 1))
+    with pytest.raises(ValueError, match=r"b.json: group 0 has malformed \['failures'\]"):
+        load_baseline(path)
+
+
+def test_a_baseline_is_not_written_from_a_run_with_failed_or_missing_cells(registry, tmp_path):
+    out = tmp_path / "run"
+    run(out, registry)
+    keys = {r["cell"]["key"] for r in RunStore(out).results(None)}
+    with pytest.raises(ValueError, match=r"1 of the suite's 7 cells have not run"):
+        write_baseline(out, tmp_path / "b.json", "gate", keys | {"not-run-yet"})
+    failed = next(iter(RunStore(out).results(None)))
+    failed.update(status="failed", error={"stage": "fit", "type": "RuntimeError", "message": "boom"})
+    (RunStore(out).cells / failed["cell"]["key"] / "result.json").write_text(json.dumps(failed))
+    with pytest.raises(ValueError, match=r"cells failed in .*; a baseline must hold every cell's"):
+        write_baseline(out, tmp_path / "b.json", "gate", keys)
+    assert not (tmp_path / "b.json").exists()
