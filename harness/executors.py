@@ -165,10 +165,8 @@ class _DaskTaskCancelled:
 
 def run_on_dask_worker(task: CellTask) -> Outcome:
     """The cell's supervisor on a dask worker. Dask cannot stop a running task, so the supervisor
-    kills the cell's process tree when its task is cancelled: a stopped run frees the cluster's slots.
-    The cell gets the worker's environment as it is now, not the snapshot its forkserver took when it
-    started (a worker in the driver's process had kept a variable since unset)."""
-    return run_isolated(replace(task, env=dict(os.environ)), _DaskTaskCancelled(_dask_key(task.cell)))
+    kills the cell's process tree when its task is cancelled: a stopped run frees the cluster's slots."""
+    return run_isolated(task, _DaskTaskCancelled(_dask_key(task.cell)))
 
 
 class DaskExecutor:

@@ -49,8 +49,8 @@ class CellTask:
     threads: int | None = 1  # None: the worker's cores // its task slots (a remote dask worker)
     timeout: float | None = None
     max_memory: int | None = None
-    # The environment of the process that hands the cell over (the driver, or the dask worker) at
-    # that moment: the forkserver's is a snapshot of an earlier one. None keeps the forkserver's.
+    # The driver's environment when the cell was handed over: the forkserver's is a snapshot of
+    # an earlier moment (None on a dask worker, whose own environment is the right one).
     env: dict[str, str] | None = None
 
 
