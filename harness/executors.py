@@ -151,16 +151,11 @@ class _DaskTaskCancelled:
     def __init__(self, key: str):
         from distributed import get_worker
 
-        self.worker_state, self.key, self.seen = get_worker().state, key, False
+        self.worker_state, self.key = get_worker().state, key
 
     def is_set(self) -> bool:
-        """Cancelled, or gone after it was seen: a task not (yet) in the worker's table is no signal
-        to kill a cell that may be healthy."""
         task = self.worker_state.tasks.get(self.key)
-        if task is None:
-            return self.seen
-        self.seen = True
-        return task.state == "cancelled"
+        return task is None or task.state == "cancelled"
 
 
 def run_on_dask_worker(task: CellTask) -> Outcome:
