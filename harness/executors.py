@@ -4,8 +4,7 @@
 - ``processes``: every cell in its own child process under its time and memory limits, up to
   ``workers`` at once (default: the number of cores); each child gets cores // workers threads.
 - ``dask``: the same isolated child, started by a ``dask.distributed`` worker, on an existing
-  cluster (``scheduler``) or a LocalCluster of ``workers`` processes. A run stopped by Ctrl-C (or
-  killed) cancels its cells there, and their processes are killed, as under ``processes``.
+  cluster (``scheduler``) or a LocalCluster of ``workers`` processes.
 
 Only results travel back; the driver alone writes the run directory, so a worker (or an orphan of
 a killed driver) can never leave a half-written cell behind.
@@ -139,31 +138,6 @@ class ProcessExecutor:
                 yield pending.pop(future), future.result()
 
 
-def _dask_key(cell: Any) -> str:
-    return f"dpgym-cell-{cell.key}"
-
-
-class _DaskTaskCancelled:
-    """What `run_isolated` polls for a cell on a dask worker, in place of the driver's cancel event:
-    set once the cell's task is cancelled (the driver stopped) or released (its client is gone, the
-    driver killed). It reads the worker's own state of the task: no message to the scheduler."""
-
-    def __init__(self, key: str):
-        from distributed import get_worker
-
-        self.worker_state, self.key = get_worker().state, key
-
-    def is_set(self) -> bool:
-        task = self.worker_state.tasks.get(self.key)
-        return task is None or task.state == "cancelled"
-
-
-def run_on_dask_worker(task: CellTask) -> Outcome:
-    """The cell's supervisor on a dask worker. Dask cannot stop a running task, so the supervisor
-    kills the cell's process tree when its task is cancelled: a stopped run frees the cluster's slots."""
-    return run_isolated(task, _DaskTaskCancelled(_dask_key(task.cell)))
-
-
 class DaskExecutor:
     """Isolated children started by dask workers; a LocalCluster when no scheduler is given."""
 
@@ -187,11 +161,9 @@ class DaskExecutor:
                 self.cluster = LocalCluster(n_workers=self.plan.workers, threads_per_worker=1, processes=True,
                                             memory_limit=0, dashboard_address=None)
             self.client = Client(self.cluster)
-        self.futures: dict[Any, Any] = {}
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.client.cancel(list(self.futures))  # on Ctrl-C or an error: queued cells never start, running ones die
         self.client.close()
         if self.cluster is not None:
             self.cluster.close()
@@ -201,13 +173,14 @@ class DaskExecutor:
 
         # On our LocalCluster we know the share of cores; on a remote worker it is found there.
         local = self.cluster is not None
+        futures = {}
         for cell in cells:
             task = _task(self.plan, self.registry, cell)
             task = task if local else replace(task, threads=None)
-            self.futures[self.client.submit(run_on_dask_worker, task, key=_dask_key(cell), pure=False,
-                                            retries=0)] = cell
-        for future in as_completed(self.futures):
-            cell = self.futures[future]
+            futures[self.client.submit(run_isolated, task, key=f"dpgym-cell-{cell.key}", pure=False,
+                                       retries=0)] = cell
+        for future in as_completed(futures):
+            cell = futures[future]
             try:
                 outcome = future.result()
             except Exception as err:  # the dask worker itself died or the task could not start

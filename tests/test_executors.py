@@ -261,31 +261,3 @@ def test_workers_of_a_killed_driver_exit_with_their_helpers_and_temporary_files_
     assert _wait_gone(pids, 10) == []
     assert list(temp.glob("dpgym-cell-*")) == []
     assert _finished(out) == 0  # nothing written for the cell that was running
-
-
-def test_a_dask_run_stopped_by_ctrl_c_frees_the_clusters_workers(tmp_path):
-    """On a cluster the run did not start, its cells must not run on (holding every slot) after it stops."""
-    distributed = pytest.importorskip("distributed")
-    suite = _suite_file(tmp_path, "sleeper", seeds=1)
-    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=False, protocol="tcp",
-                                  dashboard_address=None) as cluster, distributed.Client(cluster) as client:
-        driver = subprocess.Popen([sys.executable, "-m", "harness.cli", "run", "--suite", str(suite), "--out",
-                                   str(tmp_path / "run"), "--no-progress", "--scheduler", cluster.scheduler_address],
-                                  env=_env(), cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                                  start_new_session=True)
-        deadline = time.monotonic() + 120
-        while not (cells := _cells_running(os.getpid(), besides=driver.pid)):  # the worker runs in this process
-            assert driver.poll() is None and time.monotonic() < deadline, "no cell process appeared"
-            time.sleep(0.1)
-        driver.send_signal(signal.SIGINT)
-        assert driver.wait(timeout=60) == 130, driver.stderr.read().decode()
-        assert _wait_gone([p.pid for p in cells], 10) == []
-        assert client.submit(sum, [1, 2], pure=False).result(timeout=30) == 3  # the worker's one slot is free
-
-
-def _cells_running(driver: int, besides: int | None = None) -> list[psutil.Process]:
-    """A cell's process is a grandchild of the driver: driver → forkserver → cell (not under `besides`)."""
-    try:
-        return [p for p in psutil.Process(driver).children(recursive=True) if p.ppid() not in (driver, besides)]
-    except psutil.Error:
-        return []
