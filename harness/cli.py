@@ -24,10 +24,10 @@ from harness.leaderboard import write_leaderboard
 from harness.registry import PluginError, Registry
 from harness.report import write_report
 from harness.report.build import metric_info
-from harness.runner import expand, run_suite
+from harness.runner import expand, run_suite, runs_again
 from harness.scaffold import ScaffoldError, new_plugin
 from harness.schema import SchemaError
-from harness.specs import Direction, SpecError
+from harness.specs import DatasetSpec, Direction, SpecError
 from harness.store import RunStore, StoreError
 from harness.suite import (
     DEVICES,
@@ -75,6 +75,11 @@ def _listed(args: argparse.Namespace, option: str,
     if not items:
         raise SuiteError(f"--{option} {text!r} names no {option.removesuffix('s')}")
     return items
+
+
+def _unavailable(dataset: DatasetSpec) -> str:
+    """"" when the dataset can be loaded here, else how to provide it."""
+    return dataset.availability() if dataset.availability else ""
 
 
 def _epsilons(text: str) -> list[float]:
@@ -218,7 +223,7 @@ def cmd_list(registry: Registry, console: Console) -> None:
         data.add_column(col)
     how_to = []
     for name, p in sorted(registry.kinds["dataset"].items()):
-        missing = p.spec.availability() if p.spec.availability else ""
+        missing = _unavailable(p.spec)
         if missing:
             how_to.append(f"{name}: {missing}")
         data.add_row(name, p.spec.version, "no (see below)" if missing else "yes", p.spec.license,
@@ -265,12 +270,12 @@ def cmd_plan(args: argparse.Namespace, suite: Suite, registry: Registry, console
     """What `run` would do, without a lock, a manifest or a cell: the grid expanded and checked, and
     per generator and dataset the cells to run and those already done in the run directory."""
     store = RunStore(args.out)
-    redo = {"failed", "unavailable"} if args.retry_failed else set()
     counts: dict[tuple[str, str], dict[str, int]] = {}
     for cell in expand(suite, registry):
-        status = (store.finished(cell.key) or {}).get("status")
+        finished = store.finished(cell.key)
         row = counts.setdefault((cell.generator.display, cell.dataset), {"to run": 0, "done": 0, "done, failed": 0})
-        row["to run" if status is None or status in redo else "done" if status == "ok" else "done, failed"] += 1
+        row["to run" if runs_again(finished, args.retry_failed) else "done" if finished["status"] == "ok"
+            else "done, failed"] += 1
     table = Table("generator", "dataset", "to run", "done", "done, failed", title=f"{suite.name} into {store.root}")
     for (label, dataset), row in counts.items():
         table.add_row(label, dataset, *(str(n) for n in row.values()))
@@ -280,7 +285,7 @@ def cmd_plan(args: argparse.Namespace, suite: Suite, registry: Registry, console
     console.print(f"{sum(total.values())} cells: {total['to run']} to run, {total['done']} done, "
                   f"{total['done, failed']} done but failed or unavailable{again}; nothing was run")
     for dataset in suite.datasets:
-        missing = (registry.dataset(dataset).availability or (lambda: ""))()
+        missing = _unavailable(registry.dataset(dataset))
         if missing:
             console.print(f"  dataset {dataset!r} is unavailable here: {missing}", markup=False, soft_wrap=True)
 

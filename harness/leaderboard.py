@@ -300,7 +300,7 @@ def overall_ranking(board: pd.DataFrame, directions: dict[str, Direction], alpha
     share no metric (fidelity and utility vs. a model's AUC), so no block holds both, and the
     learners are compared in a section of their own."""
     everyone = sorted(board.generator.unique())
-    learners = board.get("task", pd.Series("synthetic_data", index=board.index)) == "private_learning"
+    learners = board.task == "private_learning"
     if learners.any() and not learners.all():
         ranking = overall_ranking(board[~learners], directions, alpha)
         ranking.excluded = sorted(set(ranking.excluded) | set(board.generator[learners]))

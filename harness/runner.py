@@ -269,16 +269,25 @@ def _error(stage: str, error: BaseException) -> dict[str, Any]:
 
 def _check_recordable(cell: Cell, result: dict[str, Any], ledger_json: dict[str, Any] | None) -> None:
     """What a cell stores must be JSON. A plugin's output that is not (a dict keyed by tuples) fails
-    its cell here, in the cell's own process and naming the plugin, rather than the driver's write."""
+    its cell here, in the cell's own process and naming the plugin, rather than the driver's write.
+    Each payload is serialised once; only a failing result is searched for the metric at fault."""
     plugin = f"{cell.generator.kind} {cell.generator.name!r}"
-    parts = [(f"the ledger of {plugin}", ledger_json),
-             *((f"the detail of metric {name!r}", detail) for name, detail in result.get("metric_detail", {}).items()),
-             (f"the result of {plugin}", result)]
-    for what, payload in parts:
+    for what, payload in ((f"the ledger of {plugin}", ledger_json), (f"the result of {plugin}", result)):
         try:
             to_json(payload)
         except (TypeError, ValueError) as err:
+            details = result.get("metric_detail", {}) if payload is result else {}
+            what = next((f"the detail of metric {name!r}" for name, detail in details.items()
+                         if not _writable(detail)), what)
             raise CellFailure("record", TypeError(f"{what} cannot be written as JSON: {err}")) from err
+
+
+def _writable(payload: Any) -> bool:
+    try:
+        to_json(payload)
+    except (TypeError, ValueError):
+        return False
+    return True
 
 
 def unrecorded(cell: Cell, registry: Registry, result: dict[str, Any], error: BaseException) -> dict[str, Any]:
@@ -404,6 +413,12 @@ def outcome_result(cell: Cell, outcome: Outcome, registry: Registry) -> dict[str
     return result
 
 
+def runs_again(finished: dict[str, Any] | None, retry_failed: bool) -> bool:
+    """Whether a run (re)does a cell with this stored result: one not run yet, or with `retry_failed`
+    one that failed or was unavailable."""
+    return finished is None or (retry_failed and finished["status"] in ("failed", "unavailable"))
+
+
 def run_suite(suite: Suite, store: RunStore, registry: Registry, retry_failed: bool = False,
               show_progress: bool = True, settings: Settings | None = None) -> RunSummary:
     """Run every cell of the suite not already finished in `store` (failed ones too with `retry_failed`).
@@ -412,7 +427,6 @@ def run_suite(suite: Suite, store: RunStore, registry: Registry, retry_failed: b
     """
     plan = Plan.resolve((settings or Settings()).over(suite.settings))
     cells = expand(suite, registry)
-    redo = {"failed", "unavailable"} if retry_failed else set()
     summary = RunSummary(total=len(cells), messages=[])
     with store.locked():
         earlier = store.cells_outside({cell.key for cell in cells})
@@ -426,7 +440,7 @@ def run_suite(suite: Suite, store: RunStore, registry: Registry, retry_failed: b
         finished_failed = 0
         for cell in cells:
             finished = store.finished(cell.key)
-            if finished is None or finished["status"] in redo:
+            if runs_again(finished, retry_failed):
                 todo.append(cell)
             else:
                 summary.skipped += 1

@@ -10,9 +10,9 @@ from __future__ import annotations
 import enum
 import math
 import tomllib
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from collections.abc import Iterable
 from typing import Any
 
 import numpy as np

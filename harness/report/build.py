@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import math
-from itertools import combinations
 import multiprocessing
 import threading
 import time
@@ -17,6 +16,7 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from importlib.metadata import PackageNotFoundError, version
+from itertools import combinations
 from pathlib import Path
 from typing import Any
 
