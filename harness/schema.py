@@ -53,6 +53,10 @@ class Column:
     # Public knowledge that a numeric column is skewed with a long right tail (money amounts, byte
     # counts): generators may then model it on a log scale, a transform fixed before seeing rows.
     heavy_tailed: bool = False
+    # Public resolution of a continuous column: its values are recorded as min + k·step (KDD's rates,
+    # to two decimals). A modelling hint, as `heavy_tailed`: generators may treat the column as
+    # discrete (DP-HFlow dequantizes it, as it does integers); rows and samples are not checked against it.
+    step: float | None = None
 
     def __post_init__(self) -> None:
         where = f"column {self.name!r}"
@@ -69,8 +73,13 @@ class Column:
                                   "integers are no longer exact as floats; declare the column continuous")
             if self.categories:
                 raise SchemaError(f"{where}: a {self.kind} column takes no 'categories'")
-        elif self.heavy_tailed:
-            raise SchemaError(f"{where}: only numeric columns can be 'heavy_tailed'")
+            if self.step is not None:
+                if self.kind is not ColumnKind.CONTINUOUS:
+                    raise SchemaError(f"{where}: only continuous columns take a 'step' (integers have step 1)")
+                if not (math.isfinite(self.step) and 0 < self.step <= self.max - self.min):
+                    raise SchemaError(f"{where}: 'step' must be positive and at most max − min, got {self.step}")
+        elif self.heavy_tailed or self.step is not None:
+            raise SchemaError(f"{where}: only numeric columns can be 'heavy_tailed' or take a 'step'")
         else:
             if len(self.categories) < 1:
                 raise SchemaError(f"{where}: a {self.kind} column needs a non-empty 'categories' list")
@@ -101,6 +110,8 @@ class Column:
             out["nullable"] = True
         if self.heavy_tailed:
             out["heavy_tailed"] = True
+        if self.step is not None:
+            out["step"] = self.step
         if self.description:
             out["description"] = self.description
         return out
@@ -110,7 +121,8 @@ class Column:
         name = raw.get("name")
         if not isinstance(name, str) or not name:
             raise SchemaError(f"a column entry has no 'name': {raw}")
-        unknown = set(raw) - {"name", "kind", "categories", "min", "max", "nullable", "description", "heavy_tailed"}
+        unknown = set(raw) - {"name", "kind", "categories", "min", "max", "nullable", "description", "heavy_tailed",
+                             "step"}
         if unknown:
             raise SchemaError(f"column {name!r}: unknown keys {sorted(unknown)}")
         try:
@@ -126,6 +138,7 @@ class Column:
             categories=tuple(str(c) for c in raw.get("categories", ())),
             nullable=bool(raw.get("nullable", False)),
             heavy_tailed=bool(raw.get("heavy_tailed", False)),
+            step=float(raw["step"]) if "step" in raw else None,
             description=str(raw.get("description", "")),
             **bounds,
         )

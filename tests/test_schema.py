@@ -57,11 +57,13 @@ def test_missing_and_extra_columns(small_schema, small_frame):
 
 
 def test_toml_round_trip(small_schema, tmp_path):
-    schema = Schema(small_schema.name, (replace(small_schema.columns[0], heavy_tailed=True), *small_schema.columns[1:]),
+    age, score, *rest = small_schema.columns
+    schema = Schema(small_schema.name, (replace(age, heavy_tailed=True), replace(score, step=0.25), *rest),
                     target=small_schema.target)
     path = tmp_path / "schema.toml"
     path.write_text(schema.to_toml())
-    assert Schema.from_toml(path) == schema and Schema.from_toml(path).columns[0].heavy_tailed
+    read = Schema.from_toml(path)
+    assert read == schema and read["age"].heavy_tailed and read["score"].step == 0.25
 
 
 @pytest.mark.parametrize(
@@ -75,6 +77,10 @@ def test_toml_round_trip(small_schema, tmp_path):
         ({"name": "x", "kind": "categorical", "categories": ["a"], "heavy_tailed": True}, "only numeric"),
         ({"name": "x", "kind": "integer", "min": 0, "max": 1e19}, "beyond ±2\\^53"),
         ({"name": "x", "kind": "continuous", "min": -1e308, "max": 1e308}, "too far apart"),
+        ({"name": "x", "kind": "integer", "min": 0, "max": 9, "step": 2}, "only continuous columns take a 'step'"),
+        ({"name": "x", "kind": "continuous", "min": 0, "max": 1, "step": 0}, "'step' must be positive"),
+        ({"name": "x", "kind": "continuous", "min": 0, "max": 1, "step": 2}, "at most max − min"),
+        ({"name": "x", "kind": "categorical", "categories": ["a"], "step": 1}, "take a 'step'"),
     ],
 )
 def test_malformed_schema_entries_are_rejected_with_the_column(entry, message):

@@ -45,15 +45,17 @@ LOG_2PI = math.log(2 * math.pi)
 
 @dataclass(frozen=True)
 class Dim:
-    """One table column as one flow dimension. Discrete dimensions (categorical codes, and integer
-    columns when dequantized) live on [0, size) after adding u ∈ [0, 1); continuous ones on [min, max].
-    A logged dimension is first mapped v ↦ log1p(v − offset), so its range is [0, size) in log units."""
+    """One table column as one flow dimension, counted in `unit`s above `offset`. Discrete dimensions
+    (categorical codes; integer columns, and continuous ones with a public step, when dequantized)
+    live on [0, size) after adding u ∈ [0, 1); continuous ones on [0, max − min]. A logged dimension
+    is first mapped v ↦ log1p(v), so its range is [0, size) in log units."""
 
     column: Column
     discrete: bool
     offset: float  # the value mapped to 0
     size: float  # width of the range mapped onto [low, high]
     logged: bool = False
+    unit: float = 1.0  # a continuous column's step when dequantized, else 1
 
 
 class Layout:
@@ -71,12 +73,11 @@ class Layout:
         categorical = [c for c in schema.columns if not c.is_numeric]
         self.dims: list[Dim] = []
         for c in numeric:
-            discrete = c.kind is ColumnKind.INTEGER and dequantize_integers
-            width = float(c.max - c.min + (1 if discrete else 0))
-            if log_heavy_tails and c.heavy_tailed:
-                self.dims.append(Dim(c, discrete, float(c.min), math.log1p(width), logged=True))
-            else:
-                self.dims.append(Dim(c, discrete, float(c.min), width))
+            discrete = dequantize_integers and (c.kind is ColumnKind.INTEGER or c.step is not None)
+            unit = c.step if discrete and c.step is not None else 1.0
+            width = (c.max - c.min) / unit + (1 if discrete else 0)
+            logged = log_heavy_tails and c.heavy_tailed
+            self.dims.append(Dim(c, discrete, float(c.min), math.log1p(width) if logged else width, logged, unit))
         self.dims += [Dim(c, True, 0.0, float(len(c.categories))) for c in categorical]
         self.categorical = [i for i, d in enumerate(self.dims) if not d.column.is_numeric]
         self.categories = [len(self.dims[i].column.categories) for i in self.categorical]
@@ -85,6 +86,7 @@ class Layout:
         sizes = torch.tensor([d.size for d in self.dims], dtype=torch.float64)
         self.scale = (self.high - self.low) / sizes
         self.offset = torch.tensor([d.offset for d in self.dims], dtype=torch.float64)
+        self.unit = np.array([d.unit for d in self.dims])
         # log|dy/dx| of the affine maps, summed: with the log1p terms, turns densities on
         # [low, high]^d into schema units
         self.log_jacobian = float(self.scale.log().sum())
@@ -94,13 +96,14 @@ class Layout:
         return len(self.dims)
 
     def raw(self, frame: pd.DataFrame) -> Tensor:
-        """(n, d) values before dequantization, less each dimension's offset: numbers, or integer codes
-        for categories. The offset comes off in float64, so a column whose bounds sit far from zero
-        (a timestamp) keeps its resolution when training casts to float32."""
+        """(n, d) values before dequantization, less each dimension's offset and in its units: numbers,
+        grid indices for a stepped column, or integer codes for categories. The offset comes off in
+        float64, so a column whose bounds sit far from zero (a timestamp) keeps its resolution when
+        training casts to float32."""
         out = np.empty((len(frame), self.features))
         for i, d in enumerate(self.dims):
             if d.column.is_numeric:
-                out[:, i] = frame[d.column.name].to_numpy(dtype=np.float64) - d.offset
+                out[:, i] = (frame[d.column.name].to_numpy(dtype=np.float64) - d.offset) / d.unit
             else:
                 codes = pd.Categorical(frame[d.column.name], categories=list(d.column.categories)).codes
                 if (codes < 0).any():
@@ -118,18 +121,19 @@ class Layout:
         return self.low + values * self.scale.to(values), log_det
 
     def decode(self, y: Tensor) -> pd.DataFrame:
-        """Flow space → schema frame: floor and clip discrete dimensions (§1), clip numbers to bounds."""
+        """Flow space → schema frame: floor discrete dimensions to their grid (§1), clip to the bounds
+        or categories."""
         values = ((y.double() - self.low) / self.scale).numpy()
         values[:, self.logged] = np.expm1(values[:, self.logged])
-        values += self.offset.numpy()
+        values[:, self.discrete] = np.floor(values[:, self.discrete])
+        values = values * self.unit + self.offset.numpy()
         columns = {}
         for i, d in enumerate(self.dims):
             col, v = d.column, values[:, i]
             if not col.is_numeric:
-                codes = np.clip(np.floor(v), 0, len(col.categories) - 1).astype(np.int64)
+                codes = np.clip(v, 0, len(col.categories) - 1).astype(np.int64)
                 columns[col.name] = pd.Categorical.from_codes(codes, dtype=col.dtype)
                 continue
-            v = np.floor(v) if d.discrete else v
             v = np.clip(v, col.min, col.max)
             if col.kind is ColumnKind.INTEGER:
                 v = np.round(v).astype(np.int64)
@@ -446,7 +450,8 @@ DEFAULTS = {
     # flow (§2, A3, A4)
     "blocks": 3, "bins": 8, "tail_bound": 3.0, "hidden": [128, 128], "embedding_dim": 8,
     "linear": "low_rank", "rank": 1, "block_order": "spline_first",
-    # dequantization (§1, A1, A2, A14)
+    # dequantization (§1, A1, A2, A14); `dequantize_integers` covers integer columns and continuous
+    # ones recorded on a public `step` grid
     "dequantization": "auto", "faithful_dequantizer": False, "mixture_components": 4,
     "dequantizer_hidden": 64, "dequantizer_features": 16, "dequantize_integers": True,
     # preprocessing (A5): log1p for the columns the schema declares heavy-tailed
@@ -467,7 +472,7 @@ DEFAULTS = {
 
 SPEC = GeneratorSpec(
     name="dp_hflow",
-    version="2",
+    version="3",
     factory=lambda **params: DPHFlow(**params),
     guarantee=Guarantee.FORMAL,
     defaults=DEFAULTS,

@@ -283,6 +283,27 @@ def test_layout_uses_public_bounds_only_and_decodes_dequantized_rows_exactly(log
     torch.testing.assert_close(other.to_flow(raw), layout.to_flow(raw))
 
 
+def test_a_stepped_column_is_dequantized_on_its_grid_and_sampled_on_it():
+    """A continuous column with a public step (KDD's rates, to two decimals) is discrete: each grid
+    value owns one unit cell, so a point mass at a bound becomes a box the flow can fit, and decoding
+    returns grid values exactly."""
+    schema = Schema(name="rates", columns=(Column("rate", ColumnKind.CONTINUOUS, min=0.0, max=1.0, step=0.01),
+                                           Column("plain", ColumnKind.CONTINUOUS, min=0.0, max=1.0)))
+    frame = pd.DataFrame({"rate": [0.0, 0.07, 0.5, 1.0], "plain": [0.0, 0.07, 0.5, 1.0]})
+    layout = Layout(schema, tail_bound=3.0, dequantize_integers=True, log_heavy_tails=True)
+    assert layout.discrete == [0] and [d.size for d in layout.dims] == [101, 1.0]
+    raw = layout.raw(frame)
+    torch.testing.assert_close(raw[:, 0], torch.tensor([0.0, 7.0, 50.0, 100.0], dtype=torch.float64))
+    for u in (0.0, 0.5, 0.999):  # anywhere in a value's cell decodes to that value
+        decoded = layout.decode(layout.to_flow(raw + torch.tensor([u, 0.0], dtype=torch.float64))[0])
+        np.testing.assert_allclose(decoded["rate"], frame["rate"], rtol=0, atol=1e-12)
+    y = torch.linspace(-3, 3, 1001, dtype=torch.float64)[:, None].repeat(1, 2)
+    grid = layout.decode(y)["rate"].to_numpy() / 0.01
+    np.testing.assert_allclose(grid, grid.round(), atol=1e-9)
+    # without dequantization the column stays continuous
+    assert Layout(schema, tail_bound=3.0, dequantize_integers=False, log_heavy_tails=True).discrete == []
+
+
 def test_log_scaled_column_spreads_small_values_and_its_log_det_matches_autograd():
     schema = Schema(name="money", columns=(Column("gain", ColumnKind.CONTINUOUS, min=0.0, max=99999.0, heavy_tailed=True),
                                            Column("rate", ColumnKind.CONTINUOUS, min=0.0, max=10.0)))
