@@ -85,9 +85,7 @@ def evaluation_aucs(learner: Any, test: pd.DataFrame, y_test: np.ndarray, seed: 
 
 def positive_labels(frame, schema: Schema) -> np.ndarray:
     """1 where the binary target takes its second category (the positive class), else 0."""
-    target = schema.target_column
-    if target is None or len(target.categories or ()) != 2:
-        raise ValueError(f"schema {schema.name!r}: the private-learning track needs a binary target")
+    target = schema.require_binary_target("the private-learning track")
     return (frame[target.name].astype(str) == target.categories[1]).to_numpy().astype(np.float64)
 
 

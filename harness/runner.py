@@ -112,6 +112,8 @@ def expand(suite: Suite, registry: Registry) -> list[Cell]:
         _check_params(gen, provided.spec)
         for dataset_name in suite.datasets:
             dataset = registry.dataset(dataset_name)
+            if gen.kind == "learner":
+                _check_learner_target(gen, dataset_name, dataset)
             for epsilon in suite.epsilons:
                 for seed in suite.seeds:
                     content = {
@@ -132,6 +134,18 @@ def expand(suite: Suite, registry: Registry) -> list[Cell]:
                     first[cell.key] = cell
                     cells.append(cell)
     return cells
+
+
+def _check_learner_target(learner: GeneratorConfig, name: str, dataset: DatasetSpec) -> None:
+    """Learners are trained and audited on a two-class target: a dataset without one is refused with
+    the grid, not cell by cell after a `via_synthetic` generator has trained. A dataset whose files
+    are missing is left to fail its cells at load, saying how to provide them."""
+    if dataset.availability is not None and dataset.availability():
+        return
+    try:
+        dataset.schema().require_binary_target(f"learner {learner.display!r}")
+    except ValueError as err:
+        raise SpecError(f"{err}: drop dataset {name!r} from the suite, or the learner") from None
 
 
 @cache

@@ -196,6 +196,15 @@ class Schema:
             raise ValueError(f"{model} cannot model missing values, and schema {self.name!r} declares "
                              f"nullable columns {nullable}")
 
+    def require_binary_target(self, who: str) -> Column:
+        """The target of a two-class task (the private-learning track's), else a ValueError naming it."""
+        target = self.target_column
+        if target is None or len(target.categories) != 2:
+            got = ("no target" if target is None else
+                   f"target {target.name!r} ({target.kind}, {len(target.categories) or 'no'} categories)")
+            raise ValueError(f"{who} needs a binary target, and schema {self.name!r} has {got}")
+        return target
+
     # --- files ------------------------------------------------------------------------------
     @classmethod
     def from_dict(cls, raw: dict[str, Any], source: str = "schema") -> Schema:

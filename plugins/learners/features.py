@@ -18,9 +18,7 @@ class Design:
     """Features X (float32, rows × d) and labels y ∈ {0, 1} of a binary-target schema."""
 
     def __init__(self, schema: Schema):
-        target = schema.target_column
-        if target is None or len(target.categories or ()) != 2:
-            raise ValueError(f"schema {schema.name!r}: learners need a binary target, got {target}")
+        target = schema.require_binary_target("a learner")
         self.schema = schema
         self.positive = target.categories[1]
         names = [c.name for c in schema.features if c.name not in NOT_FEATURES]

@@ -9,7 +9,7 @@ import pytest
 
 from harness import hookspecs
 from harness.registry import Registry
-from plugins.datasets import adult_expm
+from plugins.datasets import adult_expm, intrusion
 from plugins.generators import independent, uniform
 from plugins.learners import dpsgd_lr, expm_nf_lr, nonprivate_lr, via_synthetic
 from tests.learners import faulty_learners, toy_learning
@@ -27,7 +27,7 @@ def toy_schema():
 
 @pytest.fixture(scope="session")
 def learner_registry() -> Registry:
-    plugins = {"toy_learning": toy_learning, "adult_expm": adult_expm, "uniform": uniform, "independent": independent,
+    plugins = {"toy_learning": toy_learning, "adult_expm": adult_expm, "intrusion": intrusion, "uniform": uniform, "independent": independent,
                "nonprivate_lr": nonprivate_lr, "dpsgd_lr": dpsgd_lr, "expm_nf_lr": expm_nf_lr,
                "via_synthetic": via_synthetic, "faulty_learners": faulty_learners}
     manager = pluggy.PluginManager(hookspecs.PROJECT)

@@ -2,12 +2,14 @@
 
 import math
 import re
+from dataclasses import replace
 
 import numpy as np
 import pytest
 
 from harness.cli import build_parser, suite_from_args
 from harness.runner import expand, run_suite
+from harness.specs import SpecError
 from harness.store import RunStore
 from harness.suite import GeneratorConfig, Settings, Suite, SuiteError, suite_from_dict
 
@@ -38,6 +40,18 @@ def test_learner_cells_have_their_own_keys(learner_registry):
                   seeds=(0,), learners=(GeneratorConfig("nonprivate_lr", kind="learner"),))
     cells = expand(suite, learner_registry)
     assert len({c.key for c in cells}) == 2 and [c.generator.kind for c in cells] == ["generator", "learner"]
+
+
+def test_a_learner_on_a_dataset_without_a_binary_target_is_refused_with_the_grid(learner_registry):
+    """Not cell by cell at fit, after `via_synthetic`'s generator has trained: before any work."""
+    learners = (GeneratorConfig("via_synthetic:uniform", kind="learner"),)
+    suite = Suite(name="t", generators=(GeneratorConfig("uniform"),), datasets=("toy_learning", "intrusion"),
+                  epsilons=(1.0,), seeds=(0,), learners=learners)
+    with pytest.raises(SpecError, match=r"learner 'via_synthetic:uniform' needs a binary target, and schema "
+                                        r"'intrusion' has target 'attack_category' \(categorical, 5 categories\): "
+                                        r"drop dataset 'intrusion'"):
+        expand(suite, learner_registry)
+    assert len(expand(replace(suite, learners=()), learner_registry)) == 2  # generators take any target
 
 
 @pytest.fixture
