@@ -27,7 +27,8 @@ def toy_schema():
 
 @pytest.fixture(scope="session")
 def learner_registry() -> Registry:
-    plugins = {"toy_learning": toy_learning, "adult_expm": adult_expm, "intrusion": intrusion, "uniform": uniform, "independent": independent,
+    plugins = {"toy_learning": toy_learning, "adult_expm": adult_expm, "intrusion": intrusion,
+               "uniform": uniform, "independent": independent,
                "nonprivate_lr": nonprivate_lr, "dpsgd_lr": dpsgd_lr, "expm_nf_lr": expm_nf_lr,
                "via_synthetic": via_synthetic, "faulty_learners": faulty_learners}
     manager = pluggy.PluginManager(hookspecs.PROJECT)
