@@ -6,11 +6,9 @@ from __future__ import annotations
 import json
 import os
 import random
-import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -263,19 +261,10 @@ def test_driver_killed_twice_resumes_to_the_uninterrupted_leaderboard(registry, 
     pd.testing.assert_frame_equal(metric_columns(got), metric_columns(expected))
 
 
-@pytest.fixture
-def short_tmpdir():
-    """A TMPDIR for processes that start a forkserver: its socket lives there, and a Unix socket path
-    may hold 107 bytes, which pytest's tmp_path/…/pymp-…/listener-… can exceed."""
-    folder = Path(tempfile.mkdtemp(prefix="dpgym-t"))
-    yield folder
-    shutil.rmtree(folder, ignore_errors=True)
-
-
-def test_workers_of_a_killed_driver_exit_with_their_helpers_and_temporary_files_instead_of_running_on(
-        tmp_path, short_tmpdir):
+def test_workers_of_a_killed_driver_exit_with_their_helpers_and_temporary_files_instead_of_running_on(tmp_path):
     suite = _suite_file(tmp_path, "stuck_spawner", seeds=1, workers=1)
-    out, helpers, temp = tmp_path / "run", tmp_path / "helpers", short_tmpdir
+    out, helpers, temp = tmp_path / "run", tmp_path / "helpers", tmp_path / "tmp"
+    temp.mkdir()
     driver = _driver(suite, out, **{HELPERS_ENV: str(helpers), "TMPDIR": str(temp)})
     helper = _started_helper(driver, helpers)
     pids = [p.pid for p in psutil.Process(driver.pid).children(recursive=True)] + [helper]
@@ -299,12 +288,13 @@ class ExternalCluster:
 
 
 @pytest.fixture
-def external_cluster(tmp_path, short_tmpdir):
+def external_cluster(tmp_path):
     """A scheduler and a one-slot worker in processes of their own, as `dask scheduler` and
     `dask worker` start them: they outlive any driver, and share no forkserver or environment with
     this test process."""
     distributed = pytest.importorskip("distributed")
-    file, temp, helpers = tmp_path / "scheduler.json", short_tmpdir, tmp_path / "helpers"
+    file, temp, helpers = tmp_path / "scheduler.json", tmp_path / "worker-tmp", tmp_path / "helpers"
+    temp.mkdir()
 
     def start(role: str, *arguments: str, **env: str) -> subprocess.Popen:
         command = [sys.executable, "-m", f"distributed.cli.dask_{role}", "--scheduler-file", str(file),
