@@ -6,9 +6,11 @@ from __future__ import annotations
 import json
 import os
 import random
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -245,10 +247,19 @@ def test_driver_killed_twice_resumes_to_the_uninterrupted_leaderboard(registry, 
     pd.testing.assert_frame_equal(metric_columns(got), metric_columns(expected))
 
 
-def test_workers_of_a_killed_driver_exit_with_their_helpers_and_temporary_files_instead_of_running_on(tmp_path):
+@pytest.fixture
+def short_tmpdir():
+    """A TMPDIR for processes that start a forkserver: its socket lives there, and a Unix socket path
+    may hold 107 bytes, which pytest's tmp_path/…/pymp-…/listener-… can exceed."""
+    folder = Path(tempfile.mkdtemp(prefix="dpgym-t"))
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def test_workers_of_a_killed_driver_exit_with_their_helpers_and_temporary_files_instead_of_running_on(
+        tmp_path, short_tmpdir):
     suite = _suite_file(tmp_path, "stuck_spawner", seeds=1, workers=1)
-    out, helpers, temp = tmp_path / "run", tmp_path / "helpers", tmp_path / "tmp"
-    temp.mkdir()
+    out, helpers, temp = tmp_path / "run", tmp_path / "helpers", short_tmpdir
     driver = _driver(suite, out, **{HELPERS_ENV: str(helpers), "TMPDIR": str(temp)})
     deadline = time.monotonic() + 60
     while not (helpers.exists() and helpers.read_text().endswith("\n")):
