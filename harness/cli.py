@@ -27,7 +27,7 @@ from harness.report.build import metric_info
 from harness.runner import expand, run_suite, runs_again
 from harness.scaffold import ScaffoldError, new_plugin
 from harness.schema import SchemaError
-from harness.specs import DatasetSpec, Direction, SpecError
+from harness.specs import Direction, SpecError
 from harness.store import RunStore, StoreError
 from harness.suite import (
     DEVICES,
@@ -75,11 +75,6 @@ def _listed(args: argparse.Namespace, option: str,
     if not items:
         raise SuiteError(f"--{option} {text!r} names no {option.removesuffix('s')}")
     return items
-
-
-def _unavailable(dataset: DatasetSpec) -> str:
-    """"" when the dataset can be loaded here, else how to provide it."""
-    return dataset.availability() if dataset.availability else ""
 
 
 def _epsilons(text: str) -> list[float]:
@@ -223,7 +218,7 @@ def cmd_list(registry: Registry, console: Console) -> None:
         data.add_column(col)
     how_to = []
     for name, p in sorted(registry.kinds["dataset"].items()):
-        missing = _unavailable(p.spec)
+        missing = p.spec.missing()
         if missing:
             how_to.append(f"{name}: {missing}")
         data.add_row(name, p.spec.version, "no (see below)" if missing else "yes", p.spec.license,
@@ -285,7 +280,7 @@ def cmd_plan(args: argparse.Namespace, suite: Suite, registry: Registry, console
     console.print(f"{sum(total.values())} cells: {total['to run']} to run, {total['done']} done, "
                   f"{total['done, failed']} done but failed or unavailable{again}; nothing was run")
     for dataset in suite.datasets:
-        missing = _unavailable(registry.dataset(dataset))
+        missing = registry.dataset(dataset).missing()
         if missing:
             console.print(f"  dataset {dataset!r} is unavailable here: {missing}", markup=False, soft_wrap=True)
 

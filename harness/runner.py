@@ -140,7 +140,7 @@ def _check_learner_target(learner: GeneratorConfig, name: str, dataset: DatasetS
     """Learners are trained and audited on a two-class target: a dataset without one is refused with
     the grid, not cell by cell after a `via_synthetic` generator has trained. A dataset whose files
     are missing is left to fail its cells at load, saying how to provide them."""
-    if dataset.availability is not None and dataset.availability():
+    if dataset.missing():
         return
     try:
         dataset.schema().require_binary_target(f"learner {learner.display!r}")

@@ -147,6 +147,10 @@ class DatasetSpec:
     # saying how to provide it. None: the files are vendored with the plugin.
     availability: Callable[[], str] | None = None
 
+    def missing(self) -> str:
+        """"" when the data can be loaded here, else how to provide them."""
+        return self.availability() if self.availability else ""
+
 
 class Direction(enum.StrEnum):
     HIGHER = "higher"
