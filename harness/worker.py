@@ -20,13 +20,16 @@ import multiprocessing.connection
 import os
 import shutil
 import signal
+import socket
 import sys
 import tempfile
 import threading
 import time
 import traceback
+import zlib
 from dataclasses import dataclass, field, replace
 from functools import cache
+from pathlib import Path
 from typing import Any
 
 import psutil
@@ -36,6 +39,7 @@ DESCENDANTS_EVERY = 1.0  # listing descendants scans all of /proc: refreshed onc
 EXIT_GRACE_SECONDS = 30.0  # for a child that reported its result to exit before it is killed
 THREAD_ENV = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUMEXPR_NUM_THREADS",
               "VECLIB_MAXIMUM_THREADS")
+SCRATCH_PREFIX = "dpgym-cell-"  # + host hash-pid-start-random: see _scratch_folder
 WARM_DATASETS_ENV = "DPGYM_WARM_DATASETS"  # read by harness.worker_preload in the forkserver
 
 
@@ -247,11 +251,37 @@ def run_isolated(task: CellTask, cancel: threading.Event | None = None) -> Outco
             "workers with DASK_DISTRIBUTED__WORKER__DAEMON=False (or --no-nanny)")})
     if task.threads is None:
         task = replace(task, threads=_threads_on_dask_worker())
-    scratch = tempfile.mkdtemp(prefix="dpgym-cell-")
+    scratch = _scratch_folder()
     try:
         return _supervise(task, cancel, scratch)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)  # the cell's processes are gone: nothing writes there now
+
+
+def _scratch_folder() -> str:
+    """A new cell's temporary folder, named after its supervisor: host, pid and start time. A supervisor
+    killed before its child armed the orphan watch leaves its folder behind; the next cell started on
+    this host removes the folders whose supervisor is gone. The host is a short hash, since a socket
+    a cell opens under its folder may have a path of at most 107 bytes."""
+    prefix = f"{SCRATCH_PREFIX}{zlib.crc32(socket.gethostname().encode()):08x}-"
+    for folder in Path(tempfile.gettempdir()).glob(f"{prefix}*"):
+        fields = folder.name[len(prefix):].split("-")  # mkdtemp's random part has no "-"
+        if len(fields) == 3 and fields[0].isdigit() and fields[1].isdigit() and not _running(*map(int, fields[:2])):
+            shutil.rmtree(folder, ignore_errors=True)
+    me = psutil.Process()
+    return tempfile.mkdtemp(prefix=f"{prefix}{me.pid}-{_started(me)}-")
+
+
+def _started(process: psutil.Process) -> int:
+    """Start time in clock ticks (10 ms), which tells a process from a later one given the same pid."""
+    return round(process.create_time() * 100)
+
+
+def _running(pid: int, started: int) -> bool:
+    try:
+        return _started(psutil.Process(pid)) == started
+    except psutil.Error:
+        return False
 
 
 def _supervise(task: CellTask, cancel: threading.Event | None, scratch: str) -> Outcome:

@@ -272,3 +272,25 @@ def test_workers_of_a_killed_driver_exit_with_their_helpers_and_temporary_files_
     assert _wait_gone(pids, 10) == []
     assert list(temp.glob("dpgym-cell-*")) == []
     assert _finished(out) == 0  # nothing written for the cell that was running
+
+
+def test_a_new_cell_removes_the_temporary_folders_of_killed_supervisors_and_keeps_live_ones(tmp_path, monkeypatch):
+    """A supervisor killed between creating its cell's folder and the child arming its orphan watch
+    leaves the folder behind: the next cell on the host removes it."""
+    from harness.worker import _scratch_folder
+
+    creator = ("import time; from harness.worker import _scratch_folder; "
+               "print(_scratch_folder(), flush=True); time.sleep(60)")
+    supervisor = subprocess.Popen([sys.executable, "-c", creator], env={**_env(), "TMPDIR": str(tmp_path)}, cwd=ROOT,
+                                  stdout=subprocess.PIPE, text=True)
+    abandoned = Path(supervisor.stdout.readline().strip())
+    supervisor.kill()
+    supervisor.wait()
+    supervisor.stdout.close()
+    assert abandoned.is_dir()
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    unrelated = tmp_path / "dpgym-cell-not-ours"
+    unrelated.mkdir()
+    live = Path(_scratch_folder())
+    assert abandoned.parent == tmp_path and not abandoned.exists()
+    assert Path(_scratch_folder()).exists() and live.exists() and unrelated.exists()
