@@ -15,6 +15,7 @@ child and its descendants every 50 ms and SIGKILLing the tree is exact about wha
 
 from __future__ import annotations
 
+import ctypes
 import multiprocessing
 import multiprocessing.connection
 import os
@@ -36,6 +37,8 @@ import psutil
 
 POLL_SECONDS = 0.05
 DESCENDANTS_EVERY = 1.0  # listing descendants scans all of /proc: refreshed once a second, not per poll
+KILL_ROUNDS = 10  # listings of a cell's processes while stopping them (a fork bomb gets no more)
+PR_SET_CHILD_SUBREAPER = 36  # linux/prctl.h
 EXIT_GRACE_SECONDS = 30.0  # for a child that reported its result to exit before it is killed
 THREAD_ENV = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUMEXPR_NUM_THREADS",
               "VECLIB_MAXIMUM_THREADS")
@@ -116,10 +119,18 @@ def _exit_when_orphaned(supervisor_pid: int, supervisor_started: float, scratch:
     threading.Thread(target=watch, daemon=True, name="dpgym-orphan-watch").start()
 
 
+def _adopt_orphans() -> None:
+    """Make this process the subreaper of its descendants (Linux): a helper that leaves the process
+    group (setsid) and loses its parent stays a descendant, so the supervisor still finds and kills it."""
+    if sys.platform.startswith("linux"):
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+
+
 def _child_main(conn: Any, task: CellTask, supervisor: tuple[int, float], scratch: str) -> None:
     # Its own process group: helpers it forks are found and killed with it, even once orphaned by
     # its crash; and a terminal's Ctrl-C reaches the driver alone, which then cancels the cell.
     os.setpgid(0, 0)
+    _adopt_orphans()
     _exit_when_orphaned(*supervisor, scratch)
     try:
         if task.env is not None:
@@ -202,13 +213,24 @@ class _Tree:
         return self.members
 
     def kill(self) -> None:
-        """The child's process group (the child, and helpers it forked, orphaned or not), and the
-        descendants last seen, for those that left the group."""
+        """The child, its descendants and its process group. Descendants are stopped as they are
+        found, until a listing finds no new one, so none can fork a helper the kill would miss."""
+        stopped: dict[int, psutil.Process] = {}
+        for _ in range(KILL_ROUNDS):
+            found = [p for p in self.processes(fresh=True) if p.pid not in stopped]
+            if not found:
+                break
+            for p in found:
+                try:
+                    p.suspend()
+                except psutil.Error:
+                    pass
+                stopped[p.pid] = p
         try:
             os.killpg(self.root.pid, signal.SIGKILL)
         except OSError:
             pass  # the group is gone, or not made yet: the child sets it up as it starts
-        for p in self.processes(fresh=True):
+        for p in stopped.values():
             try:
                 p.kill()
             except psutil.Error:

@@ -229,6 +229,23 @@ class StuckSpawner(Uniform):
             time.sleep(1)
 
 
+class Daemonizer(Uniform):
+    """Starts a helper that leaves the cell's process group and loses its parent (a daemon's double
+    fork), then never finishes fitting."""
+
+    def fit(self, train: pd.DataFrame, schema: Schema, budget: Budget, seed: int) -> Ledger:
+        middle = os.fork()
+        if middle == 0:
+            os.setsid()
+            if os.fork() == 0:
+                _record_helper(os.getpid())
+                time.sleep(1000)
+            os._exit(0)
+        os.waitpid(middle, 0)
+        while True:
+            time.sleep(1)
+
+
 class Lingerer(Uniform):
     """Succeeds, but a non-daemon thread keeps its process from exiting."""
 
@@ -258,6 +275,7 @@ class ExecutionFaults:
                 _spec("exiter", Exiter, Guarantee.PURE), _spec("segfaulter", Segfaulter, Guarantee.PURE),
                 _spec("forker", Forker, Guarantee.PURE), _spec("spawner", Spawner, Guarantee.PURE),
                 _spec("stuck_spawner", StuckSpawner, Guarantee.PURE), _spec("lingerer", Lingerer, Guarantee.PURE),
+                _spec("daemonizer", Daemonizer, Guarantee.PURE),
                 GeneratorSpec(name="probe", version="1", factory=Probe, guarantee=Guarantee.PURE,
                               defaults={"device": "auto"})]
 

@@ -80,6 +80,17 @@ def test_a_cell_that_crashes_beside_a_forked_helper_is_reported_as_crashed_and_n
     assert len(pids) == 2 and _wait_gone(pids, 5) == []
 
 
+def test_a_timed_out_cell_takes_with_it_a_helper_that_left_its_process_group_and_lost_its_parent(
+        registry, tmp_path, monkeypatch):
+    helpers = tmp_path / "helpers"
+    monkeypatch.setenv(HELPERS_ENV, str(helpers))
+    run_suite(grid("daemonizer", executor="processes", workers=1, timeout=5), RunStore(tmp_path / "run"), registry,
+              show_progress=False)
+    assert results_by_generator(tmp_path / "run")["daemonizer"]["error"]["reason"] == "timeout"
+    (pid,) = [int(pid) for pid in helpers.read_text().split()]
+    assert _wait_gone([pid], 5) == []
+
+
 def test_a_cell_whose_process_does_not_exit_after_its_result_is_ok_and_noted_as_killed_by_the_harness(
         registry, tmp_path, monkeypatch):
     monkeypatch.setattr("harness.worker.EXIT_GRACE_SECONDS", 1.0)
