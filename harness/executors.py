@@ -4,7 +4,8 @@
 - ``processes``: every cell in its own child process under its time and memory limits, up to
   ``workers`` at once (default: the number of cores); each child gets cores // workers threads.
 - ``dask``: the same isolated child, started by a ``dask.distributed`` worker, on an existing
-  cluster (``scheduler``) or a LocalCluster of ``workers`` processes.
+  cluster (``scheduler``) or a LocalCluster of ``workers`` processes. A stopped run's cells stop
+  there too: its client's tasks are released, and each cell's supervisor kills the cell's processes.
 
 Only results travel back; the driver alone writes the run directory, so a worker (or an orphan of
 a killed driver) can never leave a half-written cell behind.
@@ -138,6 +139,28 @@ class ProcessExecutor:
                 yield pending.pop(future), future.result()
 
 
+class _TaskCancelled:
+    """`run_isolated`'s cancel signal on a dask worker: set once the worker has moved the running task
+    to "cancelled", which it does when the scheduler releases the task because no client wants it any
+    more (the driver was stopped, closing its client, or killed, dropping its connection). Dask cannot
+    stop a task's thread, so the supervisor kills the cell's processes itself and the slot is free.
+    It reads the worker's own state of the task, which the supervisor's poll already visits."""
+
+    def __init__(self) -> None:
+        from distributed import get_worker
+
+        worker = get_worker()
+        self.tasks, self.key = worker.state.tasks, worker.get_current_task()
+
+    def is_set(self) -> bool:
+        task = self.tasks.get(self.key)  # a running task stays in the table until its function returns
+        return task is not None and task.state == "cancelled"
+
+
+def run_on_dask_worker(task: CellTask) -> Outcome:
+    return run_isolated(task, _TaskCancelled())
+
+
 class DaskExecutor:
     """Isolated children started by dask workers; a LocalCluster when no scheduler is given."""
 
@@ -164,6 +187,8 @@ class DaskExecutor:
         return self
 
     def __exit__(self, *exc: object) -> None:
+        # Closing the client (as a killed driver's lost connection does) has the scheduler release the
+        # run's tasks: queued cells never start and running ones are cancelled (see _TaskCancelled).
         self.client.close()
         if self.cluster is not None:
             self.cluster.close()
@@ -177,7 +202,7 @@ class DaskExecutor:
         for cell in cells:
             task = _task(self.plan, self.registry, cell)
             task = task if local else replace(task, threads=None)
-            futures[self.client.submit(run_isolated, task, key=f"dpgym-cell-{cell.key}", pure=False,
+            futures[self.client.submit(run_on_dask_worker, task, key=f"dpgym-cell-{cell.key}", pure=False,
                                        retries=0)] = cell
         for future in as_completed(futures):
             cell = futures[future]

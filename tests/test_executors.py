@@ -12,7 +12,9 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 import psutil
@@ -207,6 +209,11 @@ def _driver(suite: Path, out: Path, **env: str) -> subprocess.Popen:
                             stderr=subprocess.PIPE, start_new_session=True)
 
 
+def _run_to_the_end(suite: Path, out: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "harness.cli", "run", "--suite", str(suite), "--out", str(out),
+                           "--no-progress"], env=_env(), cwd=ROOT, capture_output=True, text=True, timeout=300)
+
+
 def _finished(out: Path) -> int:
     return len(list((out / "cells").glob("[!.]*/result.json"))) if (out / "cells").exists() else 0
 
@@ -235,6 +242,16 @@ def _wait_gone(pids: list[int], seconds: float) -> list[int]:
     return alive
 
 
+def _started_helper(driver: subprocess.Popen, helpers: Path) -> int:
+    """The pid of the helper a stuck_spawner cell starts, once it has: the cell is then running."""
+    deadline = time.monotonic() + 60
+    while not (helpers.exists() and helpers.read_text().endswith("\n")):
+        assert driver.poll() is None, driver.stderr.read().decode()
+        assert time.monotonic() < deadline, "no cell started its helper"
+        time.sleep(0.1)
+    return int(helpers.read_text())
+
+
 def test_driver_killed_twice_resumes_to_the_uninterrupted_leaderboard(registry, tmp_path):
     suite = _suite_file(tmp_path, "uniform", "independent", "real", seeds=3, workers=2)
     reference = tmp_path / "reference"
@@ -245,8 +262,7 @@ def test_driver_killed_twice_resumes_to_the_uninterrupted_leaderboard(registry, 
     assert _wait_gone(orphans, 10) == [], "workers of a killed driver outlived it"
     partial = _finished(out)
     assert 4 <= partial < 9
-    resumed = subprocess.run([sys.executable, "-m", "harness.cli", "run", "--suite", str(suite), "--out", str(out),
-                              "--no-progress"], env=_env(), cwd=ROOT, capture_output=True, text=True, timeout=300)
+    resumed = _run_to_the_end(suite, out)
     assert resumed.returncode == 0, resumed.stderr
     assert f"{9 - partial} ran ok, {partial} already done" in resumed.stdout
     cells = sorted(p.name for p in (out / "cells").iterdir())
@@ -272,11 +288,8 @@ def test_workers_of_a_killed_driver_exit_with_their_helpers_and_temporary_files_
     suite = _suite_file(tmp_path, "stuck_spawner", seeds=1, workers=1)
     out, helpers, temp = tmp_path / "run", tmp_path / "helpers", short_tmpdir
     driver = _driver(suite, out, **{HELPERS_ENV: str(helpers), "TMPDIR": str(temp)})
-    deadline = time.monotonic() + 60
-    while not (helpers.exists() and helpers.read_text().endswith("\n")):
-        assert driver.poll() is None and time.monotonic() < deadline, "no cell started its helper"
-        time.sleep(0.1)
-    pids = [p.pid for p in psutil.Process(driver.pid).children(recursive=True)] + [int(helpers.read_text())]
+    helper = _started_helper(driver, helpers)
+    pids = [p.pid for p in psutil.Process(driver.pid).children(recursive=True)] + [helper]
     assert list(temp.glob("dpgym-cell-*"))  # the cell's temporary folder, which must go with it
     driver.send_signal(signal.SIGKILL)
     driver.wait()
@@ -305,3 +318,70 @@ def test_a_new_cell_removes_the_temporary_folders_of_killed_supervisors_and_keep
     live = Path(_scratch_folder())
     assert abandoned.parent == tmp_path and not abandoned.exists()
     assert Path(_scratch_folder()).exists() and live.exists() and unrelated.exists()
+
+
+# --- a dask cluster the run did not start --------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ExternalCluster:
+    address: str
+    client: Any  # distributed.Client, the test's own
+    temp: Path  # the worker's TMPDIR, which holds its cells' scratch folders
+    helpers: Path  # where the worker's stuck_spawner cells record their helpers' pids
+
+
+@pytest.fixture
+def external_cluster(tmp_path, short_tmpdir):
+    """A scheduler and a one-slot worker in processes of their own, as `dask scheduler` and
+    `dask worker` start them: they outlive any driver, and share no forkserver or environment with
+    this test process."""
+    distributed = pytest.importorskip("distributed")
+    file, temp, helpers = tmp_path / "scheduler.json", short_tmpdir, tmp_path / "helpers"
+
+    def start(role: str, *arguments: str, **env: str) -> subprocess.Popen:
+        command = [sys.executable, "-m", f"distributed.cli.dask_{role}", "--scheduler-file", str(file),
+                   "--host", "127.0.0.1", "--no-dashboard", *arguments]
+        with open(tmp_path / f"{role}.log", "w") as log:
+            return subprocess.Popen(command, env=_env(**env), cwd=ROOT, stdout=log, stderr=log, start_new_session=True)
+
+    scheduler = start("scheduler", "--port", "0")
+    # --no-nanny: a worker that is not daemonic may start the cells' processes (README)
+    worker = start("worker", "--nthreads", "1", "--no-nanny", **{HELPERS_ENV: str(helpers), "TMPDIR": str(temp)})
+    try:
+        deadline = time.monotonic() + 60
+        while not file.exists():  # written once the scheduler listens
+            assert scheduler.poll() is None and time.monotonic() < deadline, (tmp_path / "scheduler.log").read_text()
+            time.sleep(0.1)
+        with distributed.Client(scheduler_file=str(file), timeout=60) as client:
+            client.wait_for_workers(1, timeout=60)
+            yield ExternalCluster(client.scheduler.address, client, temp, helpers)
+    finally:
+        for process in (worker, scheduler):
+            process.kill()
+            process.wait()
+
+
+def _dask_run(cluster: ExternalCluster, folder: Path, generator: str) -> tuple[Path, Path]:
+    """A suite of one cell run on `cluster`, into folder/run."""
+    folder.mkdir(exist_ok=True)
+    return _suite_file(folder, generator, seeds=1, executor="dask", scheduler=cluster.address), folder / "run"
+
+
+@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGKILL], ids=["ctrl-c", "killed"])
+def test_a_run_stopped_on_an_external_dask_cluster_stops_its_cells_there_and_a_later_run_gets_the_slot(
+        external_cluster, tmp_path, stop):
+    """The cluster outlives the driver: a stopped run's cell must not run on, holding its slot."""
+    suite, out = _dask_run(external_cluster, tmp_path / "stopped", "stuck_spawner")
+    driver = _driver(suite, out)
+    helper = _started_helper(driver, external_cluster.helpers)
+    cell = psutil.Process(helper).ppid()
+    assert list(external_cluster.temp.glob("dpgym-cell-*"))
+    driver.send_signal(stop)
+    assert driver.wait(timeout=60) == (130 if stop == signal.SIGINT else -signal.SIGKILL), driver.stderr.read().decode()
+    assert _wait_gone([cell, helper], 15) == [], "the stopped run's cell runs on on the worker"
+    assert _finished(out) == 0  # nothing recorded for the stopped cell, not even as failed: a resume runs it
+    suite, later = _dask_run(external_cluster, tmp_path / "later", "uniform")
+    done = _run_to_the_end(suite, later)
+    assert done.returncode == 0 and "1 cells: 1 ran ok" in done.stdout, done.stderr
+    assert list(external_cluster.temp.glob("dpgym-cell-*")) == []  # the stopped cell's scratch folder too
