@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import threading
+import uuid
 from collections.abc import Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, replace
@@ -198,11 +199,14 @@ class DaskExecutor:
 
         # On our LocalCluster we know the share of cores; on a remote worker it is found there.
         local = self.cluster is not None
+        # Keys of this run alone: a run started again at once must not adopt a stopped run's task that
+        # the worker is still cancelling (a task given its key again resumes instead of starting anew).
+        run = uuid.uuid4().hex[:8]
         futures = {}
         for cell in cells:
             task = _task(self.plan, self.registry, cell)
             task = task if local else replace(task, threads=None)
-            futures[self.client.submit(run_on_dask_worker, task, key=f"dpgym-cell-{cell.key}", pure=False,
+            futures[self.client.submit(run_on_dask_worker, task, key=f"dpgym-cell-{cell.key}-{run}", pure=False,
                                        retries=0)] = cell
         for future in as_completed(futures):
             cell = futures[future]
