@@ -17,7 +17,7 @@ import os
 import threading
 import uuid
 from collections.abc import Iterator
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from concurrent.futures import FIRST_COMPLETED, CancelledError, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -162,6 +162,12 @@ def run_on_dask_worker(task: CellTask) -> Outcome:
     return run_isolated(task, _TaskCancelled())
 
 
+class CellCancelled(ConnectionError):
+    """The cluster gave up a cell before it finished (the client lost its scheduler, or the cell was
+    cancelled there): no fault of the cell's, so it is not recorded as failed; the run stops, keeping
+    the cells it finished, and the same command resumes it."""
+
+
 class DaskExecutor:
     """Isolated children started by dask workers; a LocalCluster when no scheduler is given."""
 
@@ -212,6 +218,9 @@ class DaskExecutor:
             cell = futures[future]
             try:
                 outcome = future.result()
+            except CancelledError as err:
+                raise CellCancelled(f"dask: cell {cell.key} was cancelled on the cluster before it finished ({err}); "
+                                    "it is not recorded, and the same command resumes the run") from err
             except Exception as err:  # the dask worker itself died or the task could not start
                 outcome = Outcome(failure={"reason": "worker error", "type": type(err).__name__,
                                            "message": f"worker error: dask: {type(err).__name__}: {err}"})

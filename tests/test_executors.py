@@ -385,3 +385,21 @@ def test_a_run_stopped_on_an_external_dask_cluster_stops_its_cells_there_and_a_l
     done = _run_to_the_end(suite, later)
     assert done.returncode == 0 and "1 cells: 1 ran ok" in done.stdout, done.stderr
     assert list(external_cluster.temp.glob("dpgym-cell-*")) == []  # the stopped cell's scratch folder too
+
+
+def test_a_dask_cell_cancelled_on_the_cluster_is_not_recorded_as_failed_and_the_run_stops_resumable(
+        external_cluster, tmp_path):
+    """Neither a lost scheduler nor a cancel on the cluster is the cell's fault: it is left to a resume."""
+    from distributed import Future
+
+    suite, out = _dask_run(external_cluster, tmp_path, "stuck_spawner")
+    driver = _driver(suite, out)
+    helper = _started_helper(driver, external_cluster.helpers)
+    cell = psutil.Process(helper).ppid()
+    client = external_cluster.client
+    (key,) = [key for keys in client.processing().values() for key in keys]
+    client.cancel([Future(key, client)], force=True)  # another client's cancel, for every client that wants it
+    status, stderr = driver.wait(timeout=60), driver.stderr.read().decode()
+    assert status == 1 and "it is not recorded, and the same command resumes the run" in stderr, stderr
+    assert _finished(out) == 0
+    assert _wait_gone([cell, helper], 15) == []
