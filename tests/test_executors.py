@@ -203,10 +203,35 @@ def _suite_file(tmp_path: Path, *generators: str, seeds: int, **settings: object
     return path
 
 
+def _default_sigint() -> None:
+    """Run in the driver's process before it execs: SIGINT at its default, so that Python installs its
+    KeyboardInterrupt handler there, as in a command typed at a terminal. An ignored SIGINT is
+    inherited, and pytest run as a background job of a non-interactive shell has one: its drivers
+    then ignored the test's Ctrl-C."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _driver(suite: Path, out: Path, **env: str) -> subprocess.Popen:
+    # PYTHONFAULTHANDLER: on SIGABRT the driver prints every thread's stack (see _exit_status)
     return subprocess.Popen([sys.executable, "-m", "harness.cli", "run", "--suite", str(suite), "--out", str(out),
-                             "--no-progress"], env=_env(**env), cwd=ROOT, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, start_new_session=True)
+                             "--no-progress"], env=_env(PYTHONFAULTHANDLER="1", **env), cwd=ROOT,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True,
+                            preexec_fn=_default_sigint)
+
+
+def _exit_status(driver: subprocess.Popen, after: str) -> tuple[int, str]:
+    """The driver's exit status and stderr once it exits. A driver still running 60 s on fails the test
+    with its stderr, ending in the stack of each of its threads, so that a hang says where it is."""
+    try:
+        status = driver.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        driver.send_signal(signal.SIGABRT)
+        try:
+            _, stderr = driver.communicate(timeout=30)
+        finally:
+            driver.kill()
+        pytest.fail(f"the driver did not exit within 60 s of {after}; its stderr:\n{stderr.decode()}")
+    return status, driver.stderr.read().decode()
 
 
 def _run_to_the_end(suite: Path, out: Path) -> subprocess.CompletedProcess:
@@ -378,7 +403,8 @@ def test_a_run_stopped_on_an_external_dask_cluster_stops_its_cells_there_and_a_l
     cell = psutil.Process(helper).ppid()
     assert list(external_cluster.temp.glob("dpgym-cell-*"))
     driver.send_signal(stop)
-    assert driver.wait(timeout=60) == (130 if stop == signal.SIGINT else -signal.SIGKILL), driver.stderr.read().decode()
+    status, stderr = _exit_status(driver, stop.name)
+    assert status == (130 if stop == signal.SIGINT else -signal.SIGKILL), stderr
     assert _wait_gone([cell, helper], 15) == [], "the stopped run's cell runs on on the worker"
     assert _finished(out) == 0  # nothing recorded for the stopped cell, not even as failed: a resume runs it
     suite, later = _dask_run(external_cluster, tmp_path / "later", "uniform")
@@ -399,7 +425,7 @@ def test_a_dask_cell_cancelled_on_the_cluster_is_not_recorded_as_failed_and_the_
     client = external_cluster.client
     (key,) = [key for keys in client.processing().values() for key in keys]
     client.cancel([Future(key, client)], force=True)  # another client's cancel, for every client that wants it
-    status, stderr = driver.wait(timeout=60), driver.stderr.read().decode()
+    status, stderr = _exit_status(driver, "the cancel")
     assert status == 1 and "it is not recorded, and the same command resumes the run" in stderr, stderr
     assert _finished(out) == 0
     assert _wait_gone([cell, helper], 15) == []
