@@ -18,6 +18,7 @@ import threading
 import uuid
 from collections.abc import Iterator
 from concurrent.futures import FIRST_COMPLETED, CancelledError, Future, ThreadPoolExecutor, wait
+from contextlib import suppress
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -168,6 +169,9 @@ class CellCancelled(ConnectionError):
     the cells it finished, and the same command resumes it."""
 
 
+STOPPED_CLOSE_SECONDS = 5  # how long a stopped run waits for its dask client to close (DaskExecutor.__exit__)
+
+
 class DaskExecutor:
     """Isolated children started by dask workers; a LocalCluster when no scheduler is given."""
 
@@ -193,10 +197,17 @@ class DaskExecutor:
             self.client = Client(self.cluster)
         return self
 
-    def __exit__(self, *exc: object) -> None:
+    def __exit__(self, kind: type[BaseException] | None, *exc: object) -> None:
         # Closing the client (as a killed driver's lost connection does) has the scheduler release the
         # run's tasks: queued cells never start and running ones are cancelled (see _TaskCancelled).
-        self.client.close()
+        if kind is None:
+            self.client.close()
+        else:
+            # A stopped run (Ctrl-C, a lost scheduler) waits for the close a few seconds, not distributed's
+            # twice 30-s connect timeout, and its own error, not the close's TimeoutError, reaches the
+            # user: the connection, dropped when the driver exits, releases the tasks just the same.
+            with suppress(TimeoutError):
+                self.client.close(timeout=STOPPED_CLOSE_SECONDS)
         if self.cluster is not None:
             self.cluster.close()
 

@@ -429,3 +429,19 @@ def test_a_dask_cell_cancelled_on_the_cluster_is_not_recorded_as_failed_and_the_
     assert status == 1 and "it is not recorded, and the same command resumes the run" in stderr, stderr
     assert _finished(out) == 0
     assert _wait_gone([cell, helper], 15) == []
+
+
+def test_a_stopped_dask_run_leaves_its_client_within_seconds_and_keeps_its_own_error(external_cluster, registry):
+    """Ctrl-C must not wait on a client close that cannot complete: distributed's would wait 60 s, then
+    raise a TimeoutError in place of the KeyboardInterrupt (exit 1, not 130). The connection, dropped
+    when the driver exits, releases the run's tasks all the same."""
+    from harness.executors import STOPPED_CLOSE_SECONDS, DaskExecutor
+
+    executor = DaskExecutor(Plan.resolve(Settings(executor="dask", scheduler=external_cluster.address)), registry)
+    with pytest.raises(KeyboardInterrupt):
+        with executor:
+            assert executor.client.loop is not external_cluster.client.loop  # only the run's client stalls
+            executor.client.loop.add_callback(time.sleep, 30)  # its event loop stalls: no close completes
+            start = time.monotonic()
+            raise KeyboardInterrupt
+    assert time.monotonic() - start < STOPPED_CLOSE_SECONDS + 5
