@@ -101,18 +101,14 @@ def limit_threads(threads: int) -> None:
         sys.modules["torch"].set_num_threads(threads)
 
 
-def _exit_when_orphaned(supervisor_pid: int, supervisor_started: float, scratch: str) -> None:
+def _exit_when_orphaned(supervisor_pid: int, supervisor_started: int, scratch: str) -> None:
     """An orphan must not burn a core for hours after its driver was killed: it dies too, with the
     helpers in its process group, and its temporary files (training rows among them) go first."""
 
     def watch() -> None:
         while True:
             time.sleep(0.5)
-            try:
-                alive = psutil.Process(supervisor_pid).create_time() == supervisor_started
-            except psutil.Error:
-                alive = False
-            if not alive:
+            if not _running(supervisor_pid, supervisor_started):
                 shutil.rmtree(scratch, ignore_errors=True)
                 os.killpg(0, signal.SIGKILL)
 
@@ -126,7 +122,7 @@ def _adopt_orphans() -> None:
         ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
 
 
-def _child_main(conn: Any, task: CellTask, supervisor: tuple[int, float], scratch: str) -> None:
+def _child_main(conn: Any, task: CellTask, supervisor: tuple[int, int], scratch: str) -> None:
     # Its own process group: helpers it forks are found and killed with it, even once orphaned by
     # its crash; and a terminal's Ctrl-C reaches the driver alone, which then cancels the cell.
     os.setpgid(0, 0)
@@ -310,7 +306,7 @@ def _supervise(task: CellTask, cancel: threading.Event | None, scratch: str) -> 
     ctx = _context()
     receive, send = ctx.Pipe(duplex=False)
     me = psutil.Process()
-    child = ctx.Process(target=_child_main, args=(send, task, (me.pid, me.create_time()), scratch),
+    child = ctx.Process(target=_child_main, args=(send, task, (me.pid, _started(me)), scratch),
                         name=f"dpgym-cell-{task.cell.key}", daemon=False)
     child.start()
     send.close()  # EOF on the pipe only once the child and every helper it forked (they inherit it) are gone
