@@ -58,3 +58,35 @@ def test_onehot_blocks_past_offset_127_round_trip(wide_table, offset):
     schema, frame = wide_table(offset)
     encoder = TableEncoder(schema)
     pd.testing.assert_frame_equal(encoder.decode(encoder.encode(frame)), frame)
+
+
+NULLABLE = Schema("gaps", (
+    Column("h", ColumnKind.CONTINUOUS, min=0.0, max=2.0, nullable=True),
+    Column("n", ColumnKind.INTEGER, min=0, max=10, nullable=True),
+    Column("c", ColumnKind.CATEGORICAL, categories=("r", "g", "b"), nullable=True),
+    Column("d", ColumnKind.BINARY, categories=("x", "y"), nullable=True),
+    Column("y", ColumnKind.BINARY, categories=("no", "yes")),
+), target="y")
+GAPS = NULLABLE.conform(pd.DataFrame({"h": [0.5, None, 1.5], "n": [3, None, 10], "c": ["r", None, "b"],
+                                      "d": [None, "y", "x"], "y": ["no", "yes", "no"]}))
+
+
+def test_missing_values_of_nullable_columns_have_a_place_and_round_trip():
+    encoder = TableEncoder(NULLABLE)
+    # h: value + [present, missing]; n: the same; c: 3 categories + missing; d: 2 + missing; y: 2
+    assert [b.width for b in encoder.blocks] == [1, 2, 1, 2, 4, 3, 2]
+    matrix = encoder.encode(GAPS)
+    assert matrix[1, encoder.block("h").start] == 0.0  # a missing number is written at the low end
+    assert matrix[:, encoder.blocks[1].start + 1].tolist() == [0.0, 1.0, 0.0]
+    pd.testing.assert_frame_equal(encoder.decode(matrix), GAPS)
+    ordinal = TableEncoder(NULLABLE, discrete="ordinal", columns=["c", "d", "y"])
+    assert ordinal.encode(GAPS)[:, 0].tolist() == [0.0, 3.0, 2.0]
+    pd.testing.assert_frame_equal(ordinal.decode(ordinal.encode(GAPS)), GAPS[["c", "d", "y"]])
+
+
+def test_a_missing_value_in_a_column_not_declared_nullable_is_refused_by_column_and_row():
+    frame = GAPS.assign(y=pd.Categorical([None, "yes", "no"], categories=["no", "yes"]))
+    with pytest.raises(ValueError, match=r"column 'y': missing value at row 0, and the schema does not declare it nullable"):
+        TableEncoder(NULLABLE).encode(frame)
+    with pytest.raises(ValueError, match=r"ordinal TableEncoder cannot encode nullable numeric columns \['h', 'n'\]"):
+        TableEncoder(NULLABLE, discrete="ordinal")

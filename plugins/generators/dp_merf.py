@@ -11,7 +11,8 @@ with p numeric and c categorical feature columns,
 i.e. D random Fourier features of the Gaussian kernel exp(−‖x−x'‖²/2ℓ²) on the numbers (Rahimi &
 Recht 2007) plus a linear kernel on the one-hot categories. ‖φ(x)‖₂ is the same for every row:
 the D/2 (cos, sin) pairs give Σ (2/D)(cos² + sin²) = 1, and the c one-hot blocks give c·(1/c) = 1,
-so ‖φ(x)‖₂² = [p > 0] + [c > 0] =: B ≤ 2.
+so ‖φ(x)‖₂² = [p > 0] + [c > 0] =: B ≤ 2. A nullable column's missing value keeps this: a discrete
+column's is one more slot of its block, a number's a [present, missing] block counted among the c.
 
 Bandwidth ℓ (no private row is looked at; the reference code took the median distance of 10
 "discarded" training rows, for free): the root-mean-square distance between two independent

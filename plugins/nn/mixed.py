@@ -4,7 +4,9 @@
 - numeric columns: min-max by the schema's public bounds (never fitted on rows), one coordinate;
 - two-level columns (binary, or a categorical with two categories): one 0/1 coordinate, 1 = the
   second category;
-- other discrete columns: a one-hot block in the schema's category order.
+- other discrete columns: a one-hot block in the schema's category order;
+- a nullable column: a discrete one counts its missing value as one more category, after its own; a
+  numeric one gets a 0/1 coordinate after its value, 1 = missing (the value is then written as 0).
 
 Decoding is post-processing: argmax per one-hot block, threshold 0.5 per binary coordinate,
 inverse min-max clipped to the bounds (rounded for integers) — the reference code's rule — or,
@@ -18,6 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from harness.encoding import levels, missing_rows
 from harness.schema import Column, ColumnKind, Schema
 
 
@@ -28,42 +31,52 @@ class Span:
     column: Column
     start: int
     stop: int
+    missing_flag: bool = False  # the missing-value coordinate of a nullable numeric column
 
     @property
     def coding(self) -> str:
+        if self.missing_flag:
+            return "missing"
         if self.column.is_numeric:
             return "numeric"
-        return "binary" if len(self.column.categories) == 2 else "onehot"
+        return "binary" if levels(self.column) == 2 else "onehot"
 
 
 class MixedEncoding:
     """Schema-only encoder: the same schema always gives the same layout and the same matrix."""
 
     def __init__(self, schema: Schema):
-        schema.require_complete("the mixed-type encoding")
         self.schema = schema
         self.spans: list[Span] = []
         offset = 0
         for column in schema.columns:
-            width = 1 if column.is_numeric or len(column.categories) <= 2 else len(column.categories)
+            width = 1 if column.is_numeric or levels(column) <= 2 else levels(column)
             self.spans.append(Span(column, offset, offset + width))
             offset += width
+            if column.is_numeric and column.nullable:
+                self.spans.append(Span(column, offset, offset + 1, missing_flag=True))
+                offset += 1
         self.width = offset
 
     def encode(self, frame: pd.DataFrame) -> np.ndarray:
         out = np.zeros((len(frame), self.width), dtype=np.float32)
         for span in self.spans:
             col = span.column
-            if span.coding == "numeric":
-                values = frame[col.name].to_numpy(dtype=np.float64)
-                out[:, span.start] = (values - col.min) / (col.max - col.min)
+            absent = missing_rows(frame, col)
+            if span.coding == "missing":
+                out[:, span.start] = absent
                 continue
-            codes = pd.Categorical(frame[col.name], categories=list(col.categories)).codes
-            if (codes < 0).any():
+            if span.coding == "numeric":
+                values = frame[col.name].to_numpy(dtype=np.float64, na_value=np.nan)
+                out[:, span.start] = np.where(absent, 0.0, (values - col.min) / (col.max - col.min))
+                continue
+            codes = pd.Categorical(frame[col.name], categories=list(col.categories)).codes.astype(np.int64)
+            if ((codes < 0) & ~absent).any():
                 raise ValueError(f"column {col.name!r} has values outside its public categories")
+            codes[absent] = len(col.categories)
             if span.coding == "binary":
                 out[:, span.start] = codes
-            elif len(col.categories) == 1:
+            elif levels(col) == 1:
                 out[:, span.start] = 1.0
             else:
                 out[np.arange(len(frame)), span.start + codes.astype(np.intp)] = 1.0
@@ -80,6 +93,10 @@ class MixedEncoding:
         columns = {}
         for span in self.spans:
             col, part = span.column, np.asarray(matrix[:, span.start:span.stop], dtype=np.float64)
+            if span.coding == "missing":
+                p = np.clip(part[:, 0], 0.0, 1.0)
+                columns[col.name] = columns[col.name].mask((rng.random(len(p)) < p) if mode == "sample" else (p > 0.5))
+                continue
             if span.coding == "numeric":
                 values = np.clip(col.min + part[:, 0] * (col.max - col.min), col.min, col.max)
                 if col.kind is ColumnKind.INTEGER:
@@ -94,6 +111,7 @@ class MixedEncoding:
                 codes = _sample_rows(np.clip(part, 0.0, None), rng)
             else:
                 codes = part.argmax(axis=1)
+            codes = np.where(codes == len(col.categories), -1, codes)  # the missing value's place (nullable)
             columns[col.name] = pd.Series(pd.Categorical.from_codes(codes, dtype=col.dtype))
         return pd.DataFrame(columns)
 

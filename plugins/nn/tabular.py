@@ -44,9 +44,10 @@ class LabelledLayout:
 
     @classmethod
     def of(cls, schema: Schema) -> LabelledLayout:
-        schema.require_complete("a labelled one-hot layout")
         target = schema.target_column
         label = target.name if target is not None and not target.is_numeric else None
+        if label is not None:
+            schema.require_complete("a labelled one-hot layout's class label", [target])
         names = [c.name for c in schema.columns if c.name != label]
         return cls(schema, TableEncoder(schema, discrete="onehot", numeric_range=(0.0, 1.0), columns=names), label)
 
@@ -62,10 +63,11 @@ class LabelledLayout:
         return pd.Categorical(frame[self.label], categories=categories).codes.astype(np.int64)
 
     def numeric_positions(self) -> list[int]:
-        return [b.start for b in self.features.blocks if b.column.is_numeric]
+        return [b.start for b in self.features.blocks if b.is_numeric]
 
     def categorical_blocks(self) -> list[tuple[int, int]]:
-        return [(b.start, b.stop) for b in self.features.blocks if not b.column.is_numeric]
+        """One-hot blocks: categories (with missing when nullable) and numeric columns' missing flags."""
+        return [(b.start, b.stop) for b in self.features.blocks if not b.is_numeric]
 
     def decode(self, features: np.ndarray, labels: np.ndarray) -> pd.DataFrame:
         """Rows in schema form (column order of the schema) from encoded features and class indices."""

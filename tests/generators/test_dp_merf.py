@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 import torch
 
-from harness import Budget, Guarantee
+from harness import Budget, Column, ColumnKind, Guarantee, Schema
 from harness.privacy import calibrate_gaussian, reaccount
 from plugins.generators import dp_merf
 from plugins.nn.tabular import LabelledLayout
@@ -38,6 +38,18 @@ def test_every_encoded_row_has_the_same_feature_norm(adult_schema):
         onehot[:, [i for s, e in layout.categorical_blocks() for i in range(s, e)]])
     norms = fmap(x).norm(dim=1) ** 2
     assert fmap.squared_norm == 2
+    assert torch.allclose(norms, torch.full_like(norms, 2.0), atol=1e-12)
+
+
+def test_rows_with_missing_values_keep_the_feature_norm_and_so_the_sensitivity():
+    schema = Schema("gaps", (Column("h", ColumnKind.CONTINUOUS, min=0.0, max=2.0, nullable=True),
+                             Column("c", ColumnKind.CATEGORICAL, categories=("r", "b"), nullable=True),
+                             Column("y", ColumnKind.BINARY, categories=("no", "yes"))), target="y")
+    frame = schema.conform(pd.DataFrame({"h": [0.5, None, 1.5, None], "c": ["r", None, None, "b"],
+                                         "y": ["no", "yes", "no", "yes"]}))
+    layout, fmap = feature_map(schema)
+    norms = fmap(torch.as_tensor(layout.features.encode(frame), dtype=torch.float64)).norm(dim=1) ** 2
+    assert fmap.squared_norm == 2 and fmap.n_categorical_columns == 2  # c's block and h's missing flag
     assert torch.allclose(norms, torch.full_like(norms, 2.0), atol=1e-12)
 
 

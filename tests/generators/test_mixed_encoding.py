@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from harness import Column, ColumnKind, Schema
 from plugins.nn.mixed import MixedEncoding
 
 
@@ -49,3 +51,23 @@ def test_one_hot_spans_past_offset_127_round_trip(wide_table, offset):
     schema, frame = wide_table(offset)
     enc = MixedEncoding(schema)
     assert enc.decode(enc.encode(frame)).equals(frame)
+
+
+def test_missing_values_of_nullable_columns_round_trip():
+    schema = Schema("gaps", (
+        Column("h", ColumnKind.CONTINUOUS, min=0.0, max=2.0, nullable=True),
+        Column("c", ColumnKind.CATEGORICAL, categories=("r", "g", "b"), nullable=True),
+        Column("d", ColumnKind.CATEGORICAL, categories=("only",), nullable=True),
+        Column("y", ColumnKind.BINARY, categories=("no", "yes")),
+    ), target="y")
+    frame = schema.conform(pd.DataFrame({"h": [0.5, None, 1.5], "c": ["r", None, "b"], "d": [None, "only", "only"],
+                                         "y": ["no", "yes", "no"]}))
+    encoding = MixedEncoding(schema)
+    # h: value, then its missing coordinate; c: 3 categories + missing; d: one category or missing, a 0/1
+    assert [(s.coding, s.stop - s.start) for s in encoding.spans] == [
+        ("numeric", 1), ("missing", 1), ("onehot", 4), ("binary", 1), ("binary", 1)]
+    matrix = encoding.encode(frame)
+    assert matrix[:, 1].tolist() == [0.0, 1.0, 0.0] and matrix[:, 6].tolist() == [1.0, 0.0, 0.0]
+    pd.testing.assert_frame_equal(encoding.decode(matrix), frame)
+    drawn = encoding.decode(matrix, "sample", np.random.default_rng(0))
+    pd.testing.assert_frame_equal(drawn, frame)  # a 0/1 coordinate is a certain draw
