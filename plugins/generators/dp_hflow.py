@@ -12,6 +12,10 @@ One MADE conditioner is shared by the K blocks, told apart by a learned block em
 DP-SGD through `harness.privacy.dpsgd` (Poisson sampling, clipping flat / per_layer / per_unit /
 sparse(s), σ calibrated to (ε, δ) before training); ε = ∞ trains the same model with plain
 AdaBelief. Sampling inverts the flow and floors the discrete dimensions (§2.5).
+
+Missing values (not in the paper; from the schema's `nullable`, public): a nullable category has a
+last code for missing; a nullable number has a 0/1 flag dimension after all columns, and where it is
+missing its value is drawn uniformly over the public range, so that the flow sees no point mass.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from torch.nn import functional as F
 
 from harness import Budget, GeneratorSpec, Guarantee, Ledger, Schema, hookimpl
 from harness.privacy.dpsgd import DPSGD
+from harness.encoding import levels, missing_rows
 from harness.schema import Column, ColumnKind
 from plugins.nn.flow_linear import LowRankFlowLinear, LUFlowLinear
 from plugins.nn.made import ConditionalMADE
@@ -48,7 +53,8 @@ class Dim:
     """One table column as one flow dimension, counted in `unit`s above `offset`. Discrete dimensions
     (categorical codes; integer columns, and continuous ones with a public step, when dequantized)
     live on [0, size) after adding u ∈ [0, 1); continuous ones on [0, max − min]. A logged dimension
-    is first mapped v ↦ log1p(v), so its range is [0, size) in log units."""
+    is first mapped v ↦ log1p(v), so its range is [0, size) in log units. A nullable numeric column
+    has a second, discrete dimension of size 2 (`flag`): 1 where its value is missing."""
 
     column: Column
     discrete: bool
@@ -56,17 +62,29 @@ class Dim:
     size: float  # width of the range mapped onto [low, high]
     logged: bool = False
     unit: float = 1.0  # a continuous column's step when dequantized, else 1
+    flag: bool = False  # the column's missing flag, not its value
+
+    @property
+    def coded(self) -> bool:
+        """Integer codes (categories, or a missing flag), dequantized by the variational dequantizer."""
+        return self.flag or not self.column.is_numeric
+
+    @property
+    def span(self) -> float:
+        """Width of the dimension's range before log1p, in its units: a missing value is drawn
+        uniformly on [0, span)."""
+        return math.expm1(self.size) if self.logged else self.size
 
 
 class Layout:
-    """Columns → flow dimensions: numeric first, then categorical (paper §"data"), each mapped
+    """Columns → flow dimensions: numeric first, then categorical (paper §"data"), then the missing
+    flags of nullable numeric columns (a nullable category has a last code for missing), each mapped
     affinely from its public range onto [−B + 0.5, B − 0.5] (A5). Category order is the schema's (A6).
     With `log_heavy_tails`, columns the schema declares heavy-tailed go through log1p first (A5):
     on a linear scale a money column's rare large values squeeze the common small ones into one
     spline bin."""
 
     def __init__(self, schema: Schema, tail_bound: float, dequantize_integers: bool, log_heavy_tails: bool):
-        schema.require_complete("dp_hflow")
         self.low, self.high = -tail_bound + 0.5, tail_bound - 0.5
         self.schema_order = list(schema.names)
         numeric = [c for c in schema.columns if c.is_numeric]
@@ -78,11 +96,16 @@ class Layout:
             width = (c.max - c.min) / unit + (1 if discrete else 0)
             logged = log_heavy_tails and c.heavy_tailed
             self.dims.append(Dim(c, discrete, float(c.min), math.log1p(width) if logged else width, logged, unit))
-        self.dims += [Dim(c, True, 0.0, float(len(c.categories))) for c in categorical]
-        self.categorical = [i for i, d in enumerate(self.dims) if not d.column.is_numeric]
-        self.categories = [len(self.dims[i].column.categories) for i in self.categorical]
+        self.dims += [Dim(c, True, 0.0, float(levels(c))) for c in categorical]  # missing: the last code
+        # Flags last, so that a table without gaps keeps its layout, and each flag follows its value
+        # in the autoregressive order: p(value) p(missing | value), the value uniform where missing.
+        self.dims += [Dim(c, True, 0.0, 2.0, flag=True) for c in numeric if c.nullable]
+        self.categorical = [i for i, d in enumerate(self.dims) if d.coded]
+        self.categories = [int(self.dims[i].size) for i in self.categorical]
         self.discrete = [i for i, d in enumerate(self.dims) if d.discrete]
         self.logged = [i for i, d in enumerate(self.dims) if d.logged]
+        self.nullable_numbers = [i for i, d in enumerate(self.dims) if d.column.nullable and d.column.is_numeric and not d.flag]
+        self.fill_span = torch.tensor([self.dims[i].span for i in self.nullable_numbers], dtype=torch.float64)
         sizes = torch.tensor([d.size for d in self.dims], dtype=torch.float64)
         self.scale = (self.high - self.low) / sizes
         self.offset = torch.tensor([d.offset for d in self.dims], dtype=torch.float64)
@@ -97,19 +120,37 @@ class Layout:
 
     def raw(self, frame: pd.DataFrame) -> Tensor:
         """(n, d) values before dequantization, less each dimension's offset and in its units: numbers,
-        grid indices for a stepped column, or integer codes for categories. The offset comes off in
-        float64, so a column whose bounds sit far from zero (a timestamp) keeps its resolution when
-        training casts to float32."""
+        grid indices for a stepped column, or integer codes for categories and missing flags; NaN
+        for a missing number (`fill_missing` draws it). The offset comes off in float64, so a column
+        whose bounds sit far from zero (a timestamp) keeps its resolution when training casts to
+        float32."""
         out = np.empty((len(frame), self.features))
         for i, d in enumerate(self.dims):
-            if d.column.is_numeric:
-                out[:, i] = (frame[d.column.name].to_numpy(dtype=np.float64) - d.offset) / d.unit
+            col = d.column
+            absent = missing_rows(frame, col)
+            if d.flag:
+                out[:, i] = absent
+            elif col.is_numeric:
+                out[:, i] = (frame[col.name].to_numpy(dtype=np.float64, na_value=np.nan) - d.offset) / d.unit
             else:
-                codes = pd.Categorical(frame[d.column.name], categories=list(d.column.categories)).codes
-                if (codes < 0).any():
-                    raise ValueError(f"column {d.column.name!r} has values outside the schema")
-                out[:, i] = codes
+                codes = pd.Categorical(frame[col.name], categories=list(col.categories)).codes
+                if (codes[~absent] < 0).any():
+                    raise ValueError(f"column {col.name!r} has values outside the schema")
+                out[:, i] = np.where(absent, len(col.categories), codes)
         return torch.from_numpy(out)
+
+    def fill_missing(self, values: Tensor, noise: torch.Generator) -> tuple[Tensor, Tensor]:
+        """Missing numbers drawn uniformly over their column's public range, and log q of those
+        draws per row: the flow then learns a density of the value beside its flag, with no point
+        mass, and the fill is dequantization noise to the likelihood bound."""
+        if not self.nullable_numbers:
+            return values, torch.zeros(len(values), dtype=values.dtype, device=values.device)
+        span = self.fill_span.to(values)
+        fill = torch.rand(len(values), len(self.nullable_numbers), generator=noise, device=values.device, dtype=values.dtype) * span
+        absent = values[:, self.nullable_numbers].isnan()
+        values = values.clone()
+        values[:, self.nullable_numbers] = torch.where(absent, fill, values[:, self.nullable_numbers])
+        return values, -(absent * span.log()).sum(dim=1)
 
     def to_flow(self, values: Tensor) -> tuple[Tensor, Tensor]:
         """Offset values (`raw`, dequantized) → flow inputs y, and log|dy/dx| per row."""
@@ -127,17 +168,23 @@ class Layout:
         values[:, self.logged] = np.expm1(values[:, self.logged])
         values[:, self.discrete] = np.floor(values[:, self.discrete])
         values = values * self.unit + self.offset.numpy()
+        absent = {d.column.name: values[:, i] >= 1 for i, d in enumerate(self.dims) if d.flag}
         columns = {}
         for i, d in enumerate(self.dims):
             col, v = d.column, values[:, i]
+            if d.flag:
+                continue
             if not col.is_numeric:
-                codes = np.clip(v, 0, len(col.categories) - 1).astype(np.int64)
+                codes = np.clip(v, 0, levels(col) - 1).astype(np.int64)
+                codes[codes == len(col.categories)] = -1  # missing
                 columns[col.name] = pd.Categorical.from_codes(codes, dtype=col.dtype)
                 continue
             v = np.clip(v, col.min, col.max)
             if col.kind is ColumnKind.INTEGER:
-                v = np.round(v).astype(np.int64)
-            columns[col.name] = pd.Series(v, dtype=col.dtype)
+                v = np.round(v)
+            if col.name in absent:
+                v[absent[col.name]] = np.nan
+            columns[col.name] = pd.Series(v if col.nullable else v.astype(col.dtype), dtype=col.dtype)
         return pd.DataFrame(columns)[self.schema_order]
 
 
@@ -379,7 +426,8 @@ class DPHFlow:
         return Ledger.non_private(Guarantee.FORMAL, f"DP-HFlow trained without noise or clipping ({steps} AdaBelief steps)")
 
     def _dequantize(self, raw: Tensor, noise: torch.Generator) -> tuple[Tensor, Tensor, Tensor]:
-        """Continuous y on [low, high]^d, log|dy/dx| and log q(u | x) per row (0 for uniform noise)."""
+        """Continuous y on [low, high]^d, log|dy/dx| and log q(u | x) per row (0 for uniform noise on
+        [0, 1); −log of the range for each missing number drawn)."""
         values = raw.clone()
         log_q = torch.zeros(len(raw), dtype=raw.dtype, device=raw.device)
         uniform = [i for i in self.layout_.discrete if self.dequantizer_ is None or i not in self.layout_.categorical]
@@ -390,7 +438,8 @@ class DPHFlow:
             eps = torch.randn(len(raw), len(cats), generator=noise, device=raw.device, dtype=raw.dtype)
             u, log_q = self.dequantizer_(raw[:, cats], eps)
             values[:, cats] = values[:, cats] + u
-        return *self.layout_.to_flow(values), log_q
+        values, log_q_fill = self.layout_.fill_missing(values, noise)
+        return *self.layout_.to_flow(values), log_q + log_q_fill
 
     def _loss(self, raw: Tensor, noise: torch.Generator) -> Tensor:
         """Per-row negative dequantized ELBO: −log p_flow(y) + log q(u | x) (§1, Flow++). The
@@ -417,13 +466,14 @@ class DPHFlow:
 
     @property
     def density_columns(self) -> list[str]:
-        """The columns `log_prob` is a density over; in the dequantized ones it is a probability mass."""
+        """The columns `log_prob` is a density over (a nullable one where its value is present); in the
+        dequantized ones it is a probability mass."""
         return [d.column.name for d in self.layout_.dims if not d.discrete]
 
     @torch.no_grad()
     def log_prob(self, frame: pd.DataFrame, samples: int = 4, seed: int = 0) -> np.ndarray:
         """Held-out log-likelihood per row in schema units: log density for continuous columns, log
-        probability mass for discrete ones, estimated by the importance-weighted dequantization bound
+        probability mass for discrete ones and for missing values, estimated by the importance-weighted dequantization bound
         log mean_k p(x + u_k) / q(u_k | x) over `samples` draws (a lower bound in expectation)."""
         raw = self.layout_.raw(frame).to(self.device_, torch.float32)
         gen = torch.Generator(device=self.device_).manual_seed(seed)

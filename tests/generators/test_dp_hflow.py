@@ -2,6 +2,7 @@
 (log-det columns, shared MADE) match independent computations, and the generator honours the
 harness contract (ledger, schema-valid samples, determinism, non-private mode)."""
 
+import dataclasses
 import math
 
 import numpy as np
@@ -304,6 +305,32 @@ def test_a_stepped_column_is_dequantized_on_its_grid_and_sampled_on_it():
     assert Layout(schema, tail_bound=3.0, dequantize_integers=False, log_heavy_tails=True).discrete == []
 
 
+def test_a_missing_value_has_a_flag_or_a_last_code_and_decodes_back_to_missing():
+    """Nullable numbers get a missing flag after every column (a table without gaps keeps its layout),
+    drawn uniformly over the public range where missing; a nullable category a last code."""
+    schema = Schema(name="gaps", columns=(Column("age", ColumnKind.INTEGER, min=0, max=9, nullable=True),
+                                          Column("gain", ColumnKind.CONTINUOUS, min=0.0, max=999.0, heavy_tailed=True, nullable=True),
+                                          Column("colour", ColumnKind.CATEGORICAL, categories=("red", "blue"), nullable=True)))
+    frame = schema.conform(pd.DataFrame({"age": [3, None, 9, None], "gain": [None, 10.0, 0.0, 999.0],
+                                         "colour": ["red", None, "blue", None]}))
+    layout = Layout(schema, tail_bound=3.0, dequantize_integers=True, log_heavy_tails=True)
+    assert [(d.column.name, d.flag) for d in layout.dims] == [("age", False), ("gain", False), ("colour", False),
+                                                              ("age", True), ("gain", True)]
+    assert layout.categorical == [2, 3, 4] and layout.categories == [3, 2, 2]
+    raw = layout.raw(frame)
+    torch.testing.assert_close(raw[:, 2:], torch.tensor([[0, 0, 1], [2, 1, 0], [1, 0, 0], [2, 1, 0]], dtype=torch.float64))
+    filled, log_q = layout.fill_missing(raw, torch.Generator().manual_seed(0))
+    absent = raw[:, :2].isnan()
+    assert torch.equal(filled[:, :2].isnan(), torch.zeros_like(absent))
+    assert ((filled[:, 0] >= 0) & (filled[:, 0] < 10)).all() and ((filled[:, 1] >= 0) & (filled[:, 1] <= 999)).all()
+    torch.testing.assert_close(filled[:, :2][~absent], raw[:, :2][~absent])
+    torch.testing.assert_close(filled[:, 2:], raw[:, 2:])
+    torch.testing.assert_close(log_q, -(absent * torch.tensor([math.log(10.0), math.log(999.0)], dtype=torch.float64)).sum(dim=1))
+    discrete = torch.tensor([float(d.discrete) for d in layout.dims], dtype=torch.float64)
+    y, _ = layout.to_flow(layout.fill_missing(raw + 0.5 * discrete, torch.Generator().manual_seed(1))[0])
+    pd.testing.assert_frame_equal(layout.decode(y), frame)
+
+
 def test_log_scaled_column_spreads_small_values_and_its_log_det_matches_autograd():
     schema = Schema(name="money", columns=(Column("gain", ColumnKind.CONTINUOUS, min=0.0, max=99999.0, heavy_tailed=True),
                                            Column("rate", ColumnKind.CONTINUOUS, min=0.0, max=10.0)))
@@ -404,6 +431,26 @@ def test_log_prob_is_finite_per_row(private_fit):
     assert ll.shape == (50,) and np.isfinite(ll).all()
     # the integer column is dequantized (a probability mass), so the density is over `score` only
     assert gen.density_columns == (["score"] if gen.dequantize_integers else ["age", "score"])
+
+
+def test_a_table_with_gaps_is_fitted_scored_and_drawn_with_its_missing_shares():
+    """Before, dp_hflow refused any nullable column. Now it draws missing values at about the training
+    share and scores rows with gaps by a finite likelihood bound."""
+    schema, frame = _schema(), _frame(1000)
+    schema = Schema(name="gaps", target=schema.target, columns=tuple(
+        dataclasses.replace(c, nullable=c.name in ("age", "score", "colour")) for c in schema.columns))
+    rng = np.random.default_rng(1)
+    for column, share in (("age", 0.3), ("score", 0.2), ("colour", 0.1)):
+        frame.loc[rng.random(len(frame)) < share, column] = None
+    frame = schema.conform(frame)
+    gen = SPEC.build({**SMALL, "epochs": 6.0})
+    gen.fit(frame, schema, Budget(math.inf), seed=0)
+    drawn = schema.conform(gen.sample(4000, seed=1))
+    for column in ("age", "score", "colour"):
+        assert abs(drawn[column].isna().mean() - frame[column].isna().mean()) < 0.05, column
+    assert drawn["label"].notna().all()
+    ll = gen.log_prob(frame.iloc[:200])
+    assert np.isfinite(ll).all()
 
 
 def test_same_seed_gives_the_same_synthetic_rows():
