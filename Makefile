@@ -12,8 +12,12 @@ benchmark: setup
 	@echo "leaderboard: $(OUT)/leaderboard.md"
 	@echo "report:      $(OUT)/report.html"
 
+# The tests run on TEST_WORKERS processes (pytest-xdist), a whole test file to one worker, so that
+# a file's module-scoped fixtures (the smoke run, fitted models) are built once.
+TEST_WORKERS ?= 2
+
 test: setup
-	.venv/bin/python -m pytest -q
+	.venv/bin/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile
 
 # The CI metric gate: run the golden suite and compare it with the committed baseline.
 golden: setup
