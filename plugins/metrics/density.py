@@ -11,7 +11,8 @@ Values (omitted, not NaN, for generators without ``log_prob``; the detail says w
   log_prob is a density over: a generator whose log_prob is a probability mass in some numeric
   columns (DP-HFlow's dequantized integers) names the others in ``density_columns``; by default
   every numeric column. A column without spread in the training fold is left in its own scale
-  (scale 1, as scikit-learn's StandardScaler has it), where log std would be −∞.
+  (scale 1, as scikit-learn's StandardScaler has it), where log std would be −∞. A row missing a
+  value (a nullable column) adds no log std for it: its log_prob has no density there.
 - ``anomaly_auc``: ROC AUC of log p(x) separating the test rows from as many tail-box anomalies
   (spec §3.2, A13): each coordinate uniform in the test set's [5, 30] or [70, 95] percentile band,
   the band picked with probability ½ per anomaly and dimension. Omitted on a dataset without
@@ -100,10 +101,12 @@ def evaluate(ctx: MetricContext) -> MetricResult:
     density_columns = list(getattr(ctx.generator, "density_columns", columns))
     _, scale, unscaled = standardisation(ctx.train, density_columns)
     log_std = float(np.log(scale).sum())
+    # per row, over the columns it has: a row missing a value has no density in that column
+    present = ~np.isnan(numeric_values(ctx.test, density_columns))
     finite = np.isfinite(test_ll)
     values = {
         "heldout_loglik": float(test_ll.mean()),
-        "heldout_loglik_zscored": float(test_ll.mean() + log_std),
+        "heldout_loglik_zscored": float((test_ll + present @ np.log(scale)).mean()),
     }
     detail = {"columns": columns, "density_columns": density_columns, "n_test": len(test_ll),
               "non_finite_test_rows": int((~finite).sum()),

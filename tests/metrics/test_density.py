@@ -155,6 +155,28 @@ def test_anomalies_miss_the_values_their_test_rows_miss():
     assert anomalies["b"].isna().mean() == pytest.approx(test["b"].isna().mean(), abs=0.03)
 
 
+class TrueDensityWithGaps(TrueDensity):
+    """The true density where both values are present, a's marginal where b is missing (the missing
+    share, a probability mass, left out: it cancels in the z-scoring check)."""
+
+    def log_prob(self, rows):
+        full = rows["b"].notna().to_numpy()
+        out = np.empty(len(rows))
+        out[full] = super().log_prob(rows[full])
+        out[~full] = multivariate_normal(0.0, STD[0] ** 2).logpdf(rows.loc[~full, "a"].to_numpy())
+        return out
+
+
+def test_zscoring_adds_a_log_std_only_for_the_values_a_row_has():
+    """A row missing b has no density in b, so z-scoring it must not add log std(b): every row then
+    scores the entropy of the standard normal in its own dimensions."""
+    ctx = context(TrueDensityWithGaps())
+    ctx = replace(ctx, schema=NULLABLE, train=with_missing_b(ctx.train, 1), test=with_missing_b(ctx.test, 2))
+    result = SPEC.evaluate(ctx)
+    dims = 1 + ctx.test["b"].notna().mean()
+    assert result.values["heldout_loglik_zscored"] == pytest.approx(-dims * 0.5 * (1 + math.log(2 * math.pi)), abs=0.05)
+
+
 @pytest.mark.parametrize("make_train", [lambda rows: rows.assign(b=1.0), lambda rows: with_missing_b(rows, 1)],
                          ids=["constant column", "missing values"])
 def test_dp_ad_models_constant_columns_and_missing_values(make_train):
