@@ -27,9 +27,8 @@ from harness.schema import Column, ColumnKind
 @dataclass(frozen=True)
 class Bins:
     """Histogram cells of one column, fixed by the public schema alone (bounds, kind, the
-    `heavy_tailed` hint). A nullable column has one
-    more cell, the last, for a missing value: each row still counts in one cell per column, so the
-    histograms' sensitivity is unchanged."""
+    `heavy_tailed` hint). A nullable column has one more cell, the last, for a missing value: each
+    row still counts in one cell per column, so the histograms' sensitivity is unchanged."""
 
     edges: np.ndarray | None  # numeric columns: bin edges over the public bounds
     size: int
