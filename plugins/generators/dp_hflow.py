@@ -31,8 +31,8 @@ from torch import Tensor, nn
 from torch.nn import functional as F
 
 from harness import Budget, GeneratorSpec, Guarantee, Ledger, Schema, hookimpl
-from harness.privacy.dpsgd import DPSGD
 from harness.encoding import levels, missing_rows
+from harness.privacy.dpsgd import DPSGD
 from harness.schema import Column, ColumnKind
 from plugins.nn.flow_linear import LowRankFlowLinear, LUFlowLinear
 from plugins.nn.made import ConditionalMADE
@@ -104,7 +104,7 @@ class Layout:
         self.categories = [int(self.dims[i].size) for i in self.categorical]
         self.discrete = [i for i, d in enumerate(self.dims) if d.discrete]
         self.logged = [i for i, d in enumerate(self.dims) if d.logged]
-        self.nullable_numbers = [i for i, d in enumerate(self.dims) if d.column.nullable and d.column.is_numeric and not d.flag]
+        self.nullable_numbers = [i for i, d in enumerate(self.dims) if d.column.nullable and not d.coded]
         self.fill_span = torch.tensor([self.dims[i].span for i in self.nullable_numbers], dtype=torch.float64)
         sizes = torch.tensor([d.size for d in self.dims], dtype=torch.float64)
         self.scale = (self.high - self.low) / sizes
@@ -146,7 +146,7 @@ class Layout:
         if not self.nullable_numbers:
             return values, torch.zeros(len(values), dtype=values.dtype, device=values.device)
         span = self.fill_span.to(values)
-        fill = torch.rand(len(values), len(self.nullable_numbers), generator=noise, device=values.device, dtype=values.dtype) * span
+        fill = span * torch.rand(len(values), len(span), generator=noise, device=values.device, dtype=values.dtype)
         absent = values[:, self.nullable_numbers].isnan()
         values = values.clone()
         values[:, self.nullable_numbers] = torch.where(absent, fill, values[:, self.nullable_numbers])
@@ -473,8 +473,9 @@ class DPHFlow:
     @torch.no_grad()
     def log_prob(self, frame: pd.DataFrame, samples: int = 4, seed: int = 0) -> np.ndarray:
         """Held-out log-likelihood per row in schema units: log density for continuous columns, log
-        probability mass for discrete ones and for missing values, estimated by the importance-weighted dequantization bound
-        log mean_k p(x + u_k) / q(u_k | x) over `samples` draws (a lower bound in expectation)."""
+        probability mass for discrete ones and for missing values, estimated by the importance-weighted
+        dequantization bound log mean_k p(x + u_k) / q(u_k | x) over `samples` draws (a lower bound in
+        expectation)."""
         raw = self.layout_.raw(frame).to(self.device_, torch.float32)
         gen = torch.Generator(device=self.device_).manual_seed(seed)
         draws = []
