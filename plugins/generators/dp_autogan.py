@@ -59,6 +59,10 @@ published noise; majority rate 76.4 %, real rows 85.2 %; paper 74.7 / 78.7 / 79.
   median 78.85, 75.2–80.5); seeds 0–19 → 78.40 % (se 0.28), under the 78.5 % target by less than its
   standard error; ε = 0.36, seeds 0–4 → 79.14 % (77.3–81.3; paper 74.66), KL 0.58 (paper 0.81; the
   paper's DP-VAE 1.93). Across ε the seed spread dominates.
+- The autoencoder released as a moving average of its private iterates (decay 0.999, post-processing,
+  as the generator's; tried 2026-11-27 and not kept): ε = 1.01, seeds 10–14 → 76.5 / 78.6 / 77.5 /
+  79.4 / 77.7 %, mean 77.94 % against 78.24 % for the last iterate on the same seeds (paired
+  differences −2.2 to +1.4 points). No gain.
 - What remains is mostly the DP autoencoder: at ε = 0.51 its reconstruction of the training rows gets
   salary right 93.6 % of the time, occupation 73 %, age off by 14 years on average (ε = ∞: ≥ 99.6 % on
   every categorical column); lower autoencoder learning rates did not help, a frozen random encoder
