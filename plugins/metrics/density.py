@@ -100,18 +100,18 @@ def evaluate(ctx: MetricContext) -> MetricResult:
     test_ll = np.asarray(log_prob(ctx.test), dtype=float)
     density_columns = list(getattr(ctx.generator, "density_columns", columns))
     _, scale, unscaled = standardisation(ctx.train, density_columns)
-    log_std = float(np.log(scale).sum())
+    log_scale = np.log(scale)
     # per row, over the columns it has: a row missing a value has no density in that column
     present = ~np.isnan(numeric_values(ctx.test, density_columns))
     finite = np.isfinite(test_ll)
     values = {
         "heldout_loglik": float(test_ll.mean()),
-        "heldout_loglik_zscored": float((test_ll + present @ np.log(scale)).mean()),
+        "heldout_loglik_zscored": float((test_ll + present @ log_scale).mean()),
     }
     detail = {"columns": columns, "density_columns": density_columns, "n_test": len(test_ll),
               "non_finite_test_rows": int((~finite).sum()),
               "heldout_loglik_std_over_rows": float(test_ll[finite].std()) if finite.any() else None,
-              "zscore_log_std_sum": log_std, "zscore_constant_columns_unscaled": unscaled}
+              "zscore_log_std_sum": float(log_scale.sum()), "zscore_constant_columns_unscaled": unscaled}
     if not columns:  # the anomalies are test rows moved into numeric tails: without numeric columns, none
         detail["anomaly_auc_skipped"] = "the dataset has no numeric column to draw tail anomalies in"
         return MetricResult(values, detail)
