@@ -17,15 +17,14 @@ from harness import Budget, Guarantee, Ledger, LearnerSpec, Schema, hookimpl
 from harness.privacy.accountants import PRVAccountant
 from harness.privacy.dpsgd import DPSGD
 from plugins.learners.features import Design
-from plugins.learners.logistic import LogisticModel, per_example_loss
+from plugins.learners.logistic import LogisticModel, OneModelLearner, per_example_loss
 
 
-class DPSGDLR:
+class DPSGDLR(OneModelLearner):
     def __init__(self, loss: str = "bce", epochs: float = 5.0, batch_size: int = 256, lr: float = 0.01,
                  clip_norm: float = 1.0, weight_decay: float = 0.0):
         self.loss, self.epochs, self.batch_size, self.lr = loss, float(epochs), int(batch_size), float(lr)
         self.clip_norm, self.weight_decay = float(clip_norm), float(weight_decay)
-        self.model_: LogisticModel | None = None
         self.noise_multiplier_: float | None = None
 
     def fit(self, train: pd.DataFrame, schema: Schema, budget: Budget, seed: int) -> Ledger:
@@ -45,14 +44,6 @@ class DPSGDLR:
         theta = np.concatenate([linear.weight.detach().numpy()[0], linear.bias.detach().numpy()]).astype(np.float64)
         self.model_ = LogisticModel(design, theta)
         return dp.ledger()
-
-    def release(self) -> LogisticModel:
-        if self.model_ is None:
-            raise RuntimeError("fit() first")
-        return self.model_
-
-    def evaluation_models(self, k: int, seed: int) -> list[LogisticModel]:
-        return [self.release()]
 
 
 SPEC = LearnerSpec(

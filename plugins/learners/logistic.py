@@ -26,6 +26,21 @@ class LogisticModel:
         return self.design.features(frame) @ self.theta[:-1] + self.theta[-1]
 
 
+class OneModelLearner:
+    """A learner whose fit yields one model: the release is that model, and it is also the only
+    evaluation model (no further draws exist, so the audit pools such learners over seeds)."""
+
+    model_: LogisticModel | None = None
+
+    def release(self) -> LogisticModel:
+        if self.model_ is None:
+            raise RuntimeError("fit() first")
+        return self.model_
+
+    def evaluation_models(self, k: int, seed: int) -> list[LogisticModel]:
+        return [self.release()]
+
+
 def batched_logits(x: Tensor, thetas: Tensor) -> Tensor:
     """Logits of every row under every parameter vector in one matmul: (rows, N)."""
     return x @ thetas[:, :-1].T + thetas[:, -1]

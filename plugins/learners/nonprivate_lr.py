@@ -11,27 +11,18 @@ import torch
 
 from harness import Budget, Guarantee, Ledger, LearnerSpec, Schema, hookimpl
 from plugins.learners.features import Design
-from plugins.learners.logistic import LogisticModel, per_example_loss
+from plugins.learners.logistic import LogisticModel, OneModelLearner, per_example_loss
 
 
-class NonPrivateLR:
+class NonPrivateLR(OneModelLearner):
     def __init__(self, loss: str = "bce", weight_decay: float = 1e-6, iterations: int = 100):
         self.loss, self.weight_decay, self.iterations = loss, float(weight_decay), int(iterations)
-        self.model_: LogisticModel | None = None
 
     def fit(self, train: pd.DataFrame, schema: Schema, budget: Budget, seed: int) -> Ledger:
         design = Design(schema)
         self.model_ = LogisticModel(design, fit_logistic(design.features(train), design.labels(train), self.loss,
                                                           self.weight_decay, self.iterations, seed))
         return Ledger.non_private(Guarantee.NONE, f"non-private LR ({self.loss}) on the training rows")
-
-    def release(self) -> LogisticModel:
-        if self.model_ is None:
-            raise RuntimeError("fit() first")
-        return self.model_
-
-    def evaluation_models(self, k: int, seed: int) -> list[LogisticModel]:
-        return [self.release()]
 
 
 def fit_logistic(x: np.ndarray, y: np.ndarray, loss: str, weight_decay: float, iterations: int, seed: int) -> np.ndarray:

@@ -16,11 +16,11 @@ import pandas as pd
 from harness import Budget, GeneratorSpec, Guarantee, Ledger, LearnerSpec, Schema, hookimpl
 from harness.registry import Registry
 from plugins.learners.features import Design
-from plugins.learners.logistic import LogisticModel
+from plugins.learners.logistic import LogisticModel, OneModelLearner
 from plugins.learners.nonprivate_lr import fit_logistic
 
 
-class ViaSynthetic:
+class ViaSynthetic(OneModelLearner):
     def __init__(self, generator: GeneratorSpec | None = None, generator_params: dict | None = None, loss: str = "bce",
                  device: str | None = None):
         if generator is None:
@@ -29,7 +29,6 @@ class ViaSynthetic:
         self.generator_params = {**dict(generator_params or {}), **({"device": device} if device else {})}
         generator.build(self.generator_params)  # bad generator_params are a user error before any cell runs
         self.generator, self.loss = generator, loss
-        self.model_: LogisticModel | None = None
 
     def fit(self, train: pd.DataFrame, schema: Schema, budget: Budget, seed: int) -> Ledger:
         generator = self.generator.build(self.generator_params)
@@ -43,14 +42,6 @@ class ViaSynthetic:
             theta = fit_logistic(design.features(synthetic), y, self.loss, 1e-6, 100, seed)
         self.model_ = LogisticModel(design, theta)
         return ledger
-
-    def release(self) -> LogisticModel:
-        if self.model_ is None:
-            raise RuntimeError("fit() first")
-        return self.model_
-
-    def evaluation_models(self, k: int, seed: int) -> list[LogisticModel]:
-        return [self.release()]
 
 
 def resolve(generator: str, registry: Registry) -> LearnerSpec:
