@@ -1,14 +1,14 @@
 """CI regression check of a run against a committed baseline (`dpgym check`).
 
 For every (generator, dataset, ε, δ) the baseline keeps each metric's per-seed values, the cell
-failures, the guarantee label, the re-accounted ε and the ledger's mechanism parameters.
+failures, the guarantee label, the re-accounted ε and each seed's ledger (mechanisms and parameters).
 
 - A metric regresses when it is worse than the baseline by more than its seed-to-seed spread
   allows: a one-sided Welch t-test at level `alpha` on the per-seed values. Identical code gives
   identical numbers on CPU, so a metric whose seeds agree exactly tolerates only float noise.
 - Privacy regressions fail regardless of tolerance: a changed guarantee label, a higher
-  re-accounted ε, changed mechanism parameters (e.g. a noise multiplier) at the same settings, or
-  a cell refused by the re-accounting.
+  re-accounted ε, changed mechanism parameters (e.g. a noise multiplier) at the same settings and
+  seed, or a cell refused by the re-accounting.
 """
 
 from __future__ import annotations
@@ -25,7 +25,9 @@ from scipy import stats
 from harness.specs import Direction
 from harness.store import RunStore
 
-BASELINE_FORMAT = "dpgym-baseline/1"
+BASELINE_FORMAT = "dpgym-baseline/2"
+# Format 1 kept the first seed's ledger only; it still loads, that ledger then standing for every seed.
+LEGACY_BASELINE_FORMAT = "dpgym-baseline/1"
 GROUP = ("generator", "dataset", "epsilon", "delta")
 FLOAT_NOISE = 1e-9
 # Ledger floats and re-accounted ε are compared to this relative precision. The accountants' numerics
@@ -67,7 +69,7 @@ def summarise(run_dir: Path, keys: set[str] | None = None) -> dict[tuple[Any, ..
         group = groups.setdefault(key, {
             "generator": key[0], "dataset": key[1], "epsilon": key[2], "delta": key[3],
             "guarantee": result["generator"]["guarantee"], "seeds": [], "failures": 0,
-            "privacy_refusals": 0, "reaccounted_epsilon": None, "ledger": None, "metrics": {},
+            "privacy_refusals": 0, "reaccounted_epsilon": None, "ledgers": {}, "metrics": {},
         })
         group["seeds"].append(cell["seed"])
         group["_guarantees"] = sorted({*group.get("_guarantees", []), result["generator"]["guarantee"]})
@@ -79,10 +81,7 @@ def summarise(run_dir: Path, keys: set[str] | None = None) -> dict[tuple[Any, ..
         if isinstance(reaccounted, (int, float)) and math.isfinite(reaccounted):
             previous = group["reaccounted_epsilon"]
             group["reaccounted_epsilon"] = reaccounted if previous is None else max(previous, reaccounted)
-        signature = _ledger_signature(store.cells / cell["key"])
-        if group["ledger"] is None:
-            group["ledger"] = signature
-        group["_ledgers"] = [*group.get("_ledgers", []), signature]  # every seed's, compared, not stored
+        group["ledgers"][cell["seed"]] = _ledger_signature(store.cells / cell["key"])
         for name, value in result.get("metrics", {}).items():
             group["metrics"].setdefault(name, []).append(value)
     return groups
@@ -100,7 +99,8 @@ def write_baseline(run_dir: Path, path: Path, suite: str, keys: set[str] | None 
     if failed:
         raise ValueError(f"{run_dir}: cells failed in {', '.join(failed)}; a baseline must hold every cell's "
                          "values and ledger, so fix or re-run them (--retry-failed) first")
-    groups = sorted(({k: v for k, v in g.items() if not k.startswith("_")} for g in summary.values()),
+    groups = sorted(({**{k: v for k, v in g.items() if not k.startswith("_")},
+                      "ledgers": [g["ledgers"][seed] for seed in g["seeds"]]} for g in summary.values()),
                     key=lambda g: (g["generator"], g["dataset"], g["epsilon"]))
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps({"format": BASELINE_FORMAT, "suite": suite, "groups": groups}, indent=1,
@@ -108,30 +108,47 @@ def write_baseline(run_dir: Path, path: Path, suite: str, keys: set[str] | None 
 
 
 BASELINE_GROUP_KEYS = ("generator", "dataset", "epsilon", "delta", "guarantee", "seeds", "failures",
-                       "reaccounted_epsilon", "ledger", "metrics")
+                       "reaccounted_epsilon", "metrics")
 
 
 def load_baseline(path: Path) -> dict[tuple[Any, ...], dict[str, Any]]:
+    """The baseline's groups, each with `ledgers` as {seed: ledger}."""
     raw = json.loads(path.read_text())
-    if not isinstance(raw, dict) or raw.get("format") != BASELINE_FORMAT:
+    if not isinstance(raw, dict) or raw.get("format") not in (BASELINE_FORMAT, LEGACY_BASELINE_FORMAT):
         raise ValueError(f"{path} is not a {BASELINE_FORMAT} file")
+    legacy = raw["format"] == LEGACY_BASELINE_FORMAT
+    ledger_key = "ledger" if legacy else "ledgers"
     groups = raw.get("groups")
     if not isinstance(groups, list):
         raise ValueError(f"{path}: 'groups' must be a list of groups")
     for i, group in enumerate(groups):
-        missing = [k for k in BASELINE_GROUP_KEYS if not isinstance(group, dict) or k not in group]
+        missing = [k for k in (*BASELINE_GROUP_KEYS, ledger_key) if not isinstance(group, dict) or k not in group]
         if missing:
             raise ValueError(f"{path}: group {i} lacks {missing}; rewrite the baseline with --update")
         malformed = [k for k, ok in (("seeds", isinstance(group["seeds"], list)),
                                      ("failures", isinstance(group["failures"], int)),
                                      ("metrics", isinstance(group["metrics"], dict)
                                       and all(isinstance(v, list) for v in group["metrics"].values())),
-                                     ("ledger", group["ledger"] is None or isinstance(group["ledger"], list)))
+                                     (ledger_key, _well_formed_ledgers(group, legacy)))
                      if not ok]
         if malformed:
             raise ValueError(f"{path}: group {i} has malformed {malformed} (seeds and each metric a list of "
-                             "per-seed values, failures a count, ledger a list of entries); rewrite it with --update")
+                             "per-seed values, failures a count, ledgers a list of entries per seed); rewrite it "
+                             "with --update")
+        if legacy:
+            ledger = group.pop("ledger")
+            group["ledgers"] = {seed: ledger for seed in group["seeds"]}
+        else:
+            group["ledgers"] = dict(zip(group["seeds"], group["ledgers"], strict=True))
     return {(g["generator"], g["dataset"], g["epsilon"], g["delta"]): g for g in groups}
+
+
+def _well_formed_ledgers(group: dict[str, Any], legacy: bool) -> bool:
+    if legacy:
+        return group["ledger"] is None or isinstance(group["ledger"], list)
+    ledgers = group["ledgers"]
+    return (isinstance(ledgers, list) and isinstance(group["seeds"], list) and len(ledgers) == len(group["seeds"])
+            and all(isinstance(entries, list) for entries in ledgers))
 
 
 def _finite(values: list[Any]) -> list[float]:
@@ -200,11 +217,25 @@ def _privacy_findings(key: tuple[Any, ...], base: dict[str, Any], now: dict[str,
     b_eps, n_eps = base["reaccounted_epsilon"], now["reaccounted_epsilon"]
     if b_eps is not None and n_eps is not None and n_eps > b_eps * (1 + ACCOUNTING_PRECISION) + FLOAT_NOISE:
         out.append(Finding("privacy", key, "re-accounted ε increased", f"{b_eps:.6g}", f"{n_eps:.6g}"))
-    changed = [s for s in now.get("_ledgers", [now["ledger"]]) if s is not None and not same_ledger(base["ledger"], s)]
-    if base["ledger"] is not None and changed:
+    changed = [(seed, expected, ledger) for seed, ledger in sorted(now["ledgers"].items())
+               if (expected := _expected_ledger(base["ledgers"], seed)) is not None
+               and not same_ledger(expected, ledger)]
+    if changed:
+        seed, expected, ledger = changed[0]
+        seeds = ", ".join(str(s) for s, _, _ in changed)
         out.append(Finding("privacy", key, "ledger mechanisms or parameters changed",
-                           _describe_ledger(base["ledger"]), _describe_ledger(changed[0])))
+                           f"seed {seed}: {_describe_ledger(expected)}",
+                           f"seed{'s' if len(changed) > 1 else ''} {seeds}; seed {seed}: {_describe_ledger(ledger)}"))
     return out
+
+
+def _expected_ledger(base_ledgers: dict[Any, list[dict[str, Any]]], seed: Any) -> list[dict[str, Any]] | None:
+    """The baseline's ledger for this seed. A seed the baseline did not run is held to the baseline's
+    ledger only where that was the same in every seed (it did not depend on the seed); else nothing."""
+    if seed in base_ledgers:
+        return base_ledgers[seed]
+    ledgers = list(base_ledgers.values())
+    return ledgers[0] if ledgers and all(same_ledger(ledgers[0], other) for other in ledgers[1:]) else None
 
 
 def same_ledger(a: Any, b: Any) -> bool:

@@ -110,15 +110,67 @@ def test_a_metric_turning_nan_or_a_missing_seed_is_a_regression(registry, baseli
     assert "cells run" in {f.what for f in compare(baseline, short, directions, 0.05) if f.fails}
 
 
+def _with_sigma(ledger, sigma):
+    return [{**ledger[0], "params": {**ledger[0]["params"], "sigma": sigma}}, *ledger[1:]]
+
+
+def _seed_dependent(groups):
+    """The independent group as if its noise had been drawn per seed: seed s used σ = 1 + s."""
+    return _edit(groups, ledgers=lambda g: {s: _with_sigma(ledger, 1.0 + s) for s, ledger in g["ledgers"].items()})
+
+
+def _ledger_findings(baseline, now, registry):
+    return [f for f in compare(baseline, now, metric_directions(registry), 0.05) if f.kind == "privacy"]
+
+
 def test_a_ledger_changed_in_any_seed_is_a_privacy_regression(registry, baseline, tmp_path):
     now = run(tmp_path, registry)
-    changed = _edit(now, _ledgers=lambda g: [g["ledger"], [{**g["ledger"][0], "params": {
-        **g["ledger"][0]["params"], "sigma": 0.5}}], g["ledger"]])
-    privacy = {f.what for f in compare(baseline, changed, metric_directions(registry), 0.05) if f.kind == "privacy"}
-    assert privacy == {"ledger mechanisms or parameters changed"}
+    changed = _edit(now, ledgers=lambda g: {**g["ledgers"], 1: _with_sigma(g["ledgers"][1], 0.5)})
+    findings = _ledger_findings(baseline, changed, registry)
+    assert [f.what for f in findings] == ["ledger mechanisms or parameters changed"]
+    assert findings[0].now.startswith("seed 1; seed 1: ") and "sigma=0.5" in findings[0].now
 
 
-@pytest.mark.parametrize("text", ['{"format": "dpgym-baseline/1"}', "[]",
+def test_each_seed_is_held_to_its_own_baseline_ledger(registry, baseline, tmp_path):
+    """A ledger that legitimately differs between seeds passes unchanged; one seed given another
+    seed's ledger fails, though that ledger is in the baseline too."""
+    now = run(tmp_path, registry)
+    base, unchanged = _seed_dependent(baseline), _seed_dependent(now)
+    assert _ledger_findings(base, unchanged, registry) == []
+    swapped = _edit(unchanged, ledgers=lambda g: {**g["ledgers"], 2: g["ledgers"][0]})
+    assert [f.now.split(";")[0] for f in _ledger_findings(base, swapped, registry)] == ["seed 2"]
+
+
+def test_a_seed_the_baseline_did_not_run_is_held_to_its_ledger_only_if_that_did_not_depend_on_the_seed(
+        registry, baseline, tmp_path):
+    now = run(tmp_path, registry)
+    extra_seed = lambda groups, sigma: _edit(  # noqa: E731
+        groups, ledgers=lambda g: {**g["ledgers"], 7: _with_sigma(g["ledgers"][0], sigma)})
+    constant = baseline[next(k for k in baseline if k[0] == "independent")]["ledgers"][0][0]["params"].get("sigma")
+    assert _ledger_findings(baseline, extra_seed(now, constant), registry) == []
+    assert [f.what for f in _ledger_findings(baseline, extra_seed(now, 123.0), registry)] == [
+        "ledger mechanisms or parameters changed"]
+    assert _ledger_findings(_seed_dependent(baseline), extra_seed(_seed_dependent(now), 123.0), registry) == []
+
+
+def test_a_format_1_baseline_holds_every_seed_to_its_one_ledger(registry, tmp_path):
+    out = tmp_path / "run"
+    run(out, registry)
+    path = tmp_path / "b.json"
+    write_baseline(out, path, "gate")
+    raw = json.loads(path.read_text())
+    for group in raw["groups"]:
+        group["ledger"] = group.pop("ledgers")[0]
+    path.write_text(json.dumps({**raw, "format": "dpgym-baseline/1"}))
+    legacy = load_baseline(path)
+    now = summarise(out)
+    assert _ledger_findings(legacy, now, registry) == []
+    changed = _edit(now, ledgers=lambda g: {**g["ledgers"], 2: _with_sigma(g["ledgers"][2], 0.5)})
+    assert [f.now.split(";")[0] for f in _ledger_findings(legacy, changed, registry)] == ["seed 2"]
+
+
+@pytest.mark.parametrize("text", ['{"format": "dpgym-baseline/2"}', "[]",
+                                  '{"format": "dpgym-baseline/2", "groups": [{"generator": "x"}]}',
                                   '{"format": "dpgym-baseline/1", "groups": [{"generator": "x"}]}'])
 def test_a_malformed_baseline_is_a_usage_error(tmp_path, text):
     path = tmp_path / "b.json"
