@@ -10,10 +10,10 @@ import time
 
 import pytest
 
-from harness import Budget
-from harness.runner import PeakRss
-from plugins.datasets import adult
-from plugins.generators import dp_cgan, dp_merf
+from dpgym import Budget
+from dpgym.runner import PeakRss
+from dpgym.plugins.datasets import adult
+from dpgym.plugins.generators import dp_cgan, dp_merf
 
 LIMIT_SECONDS = 300
 

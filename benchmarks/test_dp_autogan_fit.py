@@ -13,10 +13,10 @@ import time
 
 import pytest
 
-from harness import Budget
-from harness.runner import PeakRss
-from plugins.datasets import adult
-from plugins.generators.dp_autogan import SPEC
+from dpgym import Budget
+from dpgym.runner import PeakRss
+from dpgym.plugins.datasets import adult
+from dpgym.plugins.generators.dp_autogan import SPEC
 
 TARGET_SECONDS = 15 * 60
 

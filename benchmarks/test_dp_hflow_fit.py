@@ -15,9 +15,9 @@ import time
 
 import pytest
 
-from harness import Budget
-from plugins.datasets import adult, census
-from plugins.generators.dp_hflow import SPEC
+from dpgym import Budget
+from dpgym.plugins.datasets import adult, census
+from dpgym.plugins.generators.dp_hflow import SPEC
 
 TEN_MINUTES = 600.0
 

@@ -10,10 +10,10 @@ import time
 
 import pytest
 
-from harness.privacy import Budget
-from harness.runner import PeakRss
-from plugins.datasets import lifesci
-from plugins.generators.dp_nf import SPEC
+from dpgym.privacy import Budget
+from dpgym.runner import PeakRss
+from dpgym.plugins.datasets import lifesci
+from dpgym.plugins.generators.dp_nf import SPEC
 
 LIMIT_SECONDS = 600
 DELTA = 1.52e-5  # n_train^(-1.1), dp-nf spec A2

@@ -13,10 +13,10 @@ import pytest
 import torch
 from torch import nn
 
-from harness.privacy.accountants import PRVAccountant, calibrate_noise_multiplier
-from harness.privacy.budget import Budget
-from harness.privacy.dpsgd import DPSGD
-from plugins.nn.layers import LowRankLinear, MaskedLinear, made_masks
+from dpgym.privacy.accountants import PRVAccountant, calibrate_noise_multiplier
+from dpgym.privacy.budget import Budget
+from dpgym.privacy.dpsgd import DPSGD
+from dpgym.plugins.nn.layers import LowRankLinear, MaskedLinear, made_masks
 
 ADULT_ROWS, ADULT_WIDTH, BATCH = 32561, 106, 256
 

@@ -14,13 +14,13 @@ import time
 import pytest
 import torch
 
-from harness import Budget
-from harness.privacy import accountants
-from harness.privacy.accountants import PRVAccountant, calibrate_noise_multiplier
-from plugins.datasets import adult_expm
-from plugins.learners.dpsgd_lr import DPSGDLR
-from plugins.learners.expm_nf_lr import ExpMNFLR
-from plugins.learners.logistic import summed_l2
+from dpgym import Budget
+from dpgym.privacy import accountants
+from dpgym.privacy.accountants import PRVAccountant, calibrate_noise_multiplier
+from dpgym.plugins.datasets import adult_expm
+from dpgym.plugins.learners.dpsgd_lr import DPSGDLR
+from dpgym.plugins.learners.expm_nf_lr import ExpMNFLR
+from dpgym.plugins.learners.logistic import summed_l2
 
 EPSILONS = (1e-3, 1.0)
 DELTA = 1e-5

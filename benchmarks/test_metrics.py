@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import pytest
 
-from harness.specs import MetricContext
-from plugins.datasets import adult
-from plugins.metrics import fidelity, utility
+from dpgym.specs import MetricContext
+from dpgym.plugins.datasets import adult
+from dpgym.plugins.metrics import fidelity, utility
 
 
 @pytest.fixture(scope="module")

@@ -16,12 +16,12 @@ from pathlib import Path
 
 import pytest
 
-from harness.executors import cpu_count
-from harness.registry import Registry
-from harness.runner import _load_split, run_suite
-from harness.store import RunStore
-from harness.suite import Settings, load_suite
-from harness.worker import start_forkserver
+from dpgym.executors import cpu_count
+from dpgym.registry import Registry
+from dpgym.runner import _load_split, run_suite
+from dpgym.store import RunStore
+from dpgym.suite import Settings, load_suite
+from dpgym.worker import start_forkserver
 
 SEEDS = 4
 CONFIGS = {"serial": Settings(executor="serial"), "1 worker": Settings(executor="processes", workers=1),

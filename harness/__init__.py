@@ -3,10 +3,10 @@
 The harness imports no model code; generators, learners, datasets and metrics are plugins.
 """
 
-from harness.hookspecs import DPGYM_API_VERSION, hookimpl
-from harness.privacy import Budget, Guarantee, Ledger, LedgerEntry
-from harness.schema import Column, ColumnKind, Schema, SchemaError
-from harness.specs import (
+from dpgym.hookspecs import DPGYM_API_VERSION, hookimpl
+from dpgym.privacy import Budget, Guarantee, Ledger, LedgerEntry
+from dpgym.schema import Column, ColumnKind, Schema, SchemaError
+from dpgym.specs import (
     DatasetSpec,
     Direction,
     Generator,

@@ -22,8 +22,8 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
-from harness.specs import Direction
-from harness.store import RunStore
+from dpgym.specs import Direction
+from dpgym.store import RunStore
 
 BASELINE_FORMAT = "dpgym-baseline/2"
 # Format 1 kept the first seed's ledger only; it still loads, that ledger then standing for every seed.

@@ -16,20 +16,20 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from harness.check import compare, load_baseline, summarise, write_baseline
-from harness.datafiles import DatasetUnavailable
-from harness.executors import Plan, start_early
-from harness.inference import draft_toml, infer_schema, read_table
-from harness.leaderboard import write_leaderboard
-from harness.registry import PluginError, Registry
-from harness.report import write_report
-from harness.report.build import metric_info
-from harness.runner import expand, run_suite, runs_again
-from harness.scaffold import ScaffoldError, new_plugin
-from harness.schema import SchemaError
-from harness.specs import Direction, SpecError
-from harness.store import RunStore, StoreError
-from harness.suite import (
+from dpgym.check import compare, load_baseline, summarise, write_baseline
+from dpgym.datafiles import DatasetUnavailable
+from dpgym.executors import Plan, start_early
+from dpgym.inference import draft_toml, infer_schema, read_table
+from dpgym.leaderboard import write_leaderboard
+from dpgym.registry import PluginError, Registry
+from dpgym.report import write_report
+from dpgym.report.build import metric_info
+from dpgym.runner import expand, run_suite, runs_again
+from dpgym.scaffold import ScaffoldError, new_plugin
+from dpgym.schema import SchemaError
+from dpgym.specs import Direction, SpecError
+from dpgym.store import RunStore, StoreError
+from dpgym.suite import (
     DEVICES,
     EXECUTORS,
     GeneratorConfig,

@@ -19,7 +19,7 @@ from typing import Literal
 import numpy as np
 import pandas as pd
 
-from harness.schema import Column, ColumnKind, Schema
+from dpgym.schema import Column, ColumnKind, Schema
 
 
 @dataclass(frozen=True)

@@ -22,9 +22,9 @@ from contextlib import suppress
 from dataclasses import dataclass, replace
 from typing import Any
 
-from harness.registry import PluginError, Registry
-from harness.suite import Settings, SuiteError
-from harness.worker import CellTask, Outcome, run_isolated, start_forkserver
+from dpgym.registry import PluginError, Registry
+from dpgym.suite import Settings, SuiteError
+from dpgym.worker import CellTask, Outcome, run_isolated, start_forkserver
 
 DEFAULTS = Settings(executor="processes", device="auto")
 
@@ -88,7 +88,7 @@ class SerialExecutor:
         return None
 
     def run(self, cells: list[Any]) -> Iterator[tuple[Any, Outcome]]:
-        from harness.runner import run_cell
+        from dpgym.runner import run_cell
 
         for cell in cells:
             directory = os.getcwd()

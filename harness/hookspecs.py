@@ -1,7 +1,7 @@
 """The plugin contract: every hook dpgym calls, in the order a run calls them.
 
 A plugin is a module (or object) registered under the entry-point group ``dpgym`` that
-implements any subset of these hooks with ``@harness.hookimpl``. First-party plugins register
+implements any subset of these hooks with ``@dpgym.hookimpl``. First-party plugins register
 exactly the same way (see ``pyproject.toml``).
 """
 
@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 import pluggy
 
 if TYPE_CHECKING:
-    from harness.specs import DatasetSpec, GeneratorSpec, LearnerSpec, MetricSpec
+    from dpgym.specs import DatasetSpec, GeneratorSpec, LearnerSpec, MetricSpec
 
 PROJECT = "dpgym"
 # The version of this contract. A plugin module may declare the version it was written for as

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from harness.schema import MAX_EXACT_INTEGER, Column, ColumnKind, Schema, SchemaError
+from dpgym.schema import MAX_EXACT_INTEGER, Column, ColumnKind, Schema, SchemaError
 
 PARQUET_SUFFIXES = {".parquet", ".pq"}
 

@@ -28,10 +28,10 @@ from typing import Any
 
 import pandas as pd
 
-from harness import isolated_runner
-from harness.privacy import Budget, Guarantee, Ledger
-from harness.schema import Schema
-from harness.specs import GeneratorSpec
+from dpgym import isolated_runner
+from dpgym.privacy import Budget, Guarantee, Ledger
+from dpgym.schema import Schema
+from dpgym.specs import GeneratorSpec
 
 RUNNER = Path(isolated_runner.__file__)
 CHECKOUT = Path(__file__).resolve().parent.parent  # relative interpreter paths start here
@@ -133,7 +133,7 @@ def isolated_spec(name: str, version: str, adapter: str, environment: Environmen
                   defaults: Mapping[str, Any], description: str = "",
                   quick_params: Mapping[str, Any] | None = None) -> GeneratorSpec:
     """A generator spec whose fit and sample run `adapter` ("module" or "module:object", importable in
-    `environment`; the contract is in `harness.isolated_runner`)."""
+    `environment`; the contract is in `dpgym.isolated_runner`)."""
     return GeneratorSpec(
         name=name, version=version, guarantee=guarantee, defaults=dict(defaults), description=description,
         quick_params=dict(quick_params or {}), availability=environment.availability,

@@ -47,9 +47,9 @@ import pandas as pd
 import scikit_posthocs
 from scipy import stats
 
-from harness import audit
-from harness.specs import Direction
-from harness.store import RunStore
+from dpgym import audit
+from dpgym.specs import Direction
+from dpgym.store import RunStore
 
 GROUP = ["generator", "dataset", "epsilon", "delta"]
 CONFIDENCE = 0.95

@@ -8,7 +8,7 @@ Metrics written to ``result.json``:
 - ``audit`` (beside the metrics, not among them): the privacy plausibility audit
   (plugins/learners/audit.py), run where it can bite: ε·n ≤ `AUDIT_MAX_LOG_FACTOR`. The learner is
   refitted on the training rows with labels permuted, and its AUCs there bound what an ε-DP learner
-  may reach on the real labels (`harness.audit`); a learner may add its own checks with an
+  may reach on the real labels (`dpgym.audit`); a learner may add its own checks with an
   `audit_findings` method. The median permuted-label AUC is kept there as a diagnostic: it has no
   better direction, so nothing ranks it.
 """
@@ -22,10 +22,10 @@ import numpy as np
 import pandas as pd
 from sklearn.metrics import roc_auc_score
 
-from harness import audit
-from harness.registry import Provided
-from harness.schema import Schema
-from harness.specs import DatasetSpec, Direction, Split
+from dpgym import audit
+from dpgym.registry import Provided
+from dpgym.schema import Schema
+from dpgym.specs import DatasetSpec, Direction, Split
 
 # The directions of the metrics in the module docstring, declared as metric plugins declare theirs.
 DIRECTIONS = {"auc": Direction.HIGHER, "auc_draws_median": Direction.HIGHER}
@@ -34,7 +34,7 @@ AUDIT_MAX_LOG_FACTOR = 50.0  # e^{nε} above e^50 makes the group-privacy bound 
 
 
 def execute_learner(cell: Any, provided: Provided, dataset: DatasetSpec, result: dict[str, Any]) -> dict[str, Any]:
-    from harness.runner import _load_split, _stage, _timed, check_ledger
+    from dpgym.runner import _load_split, _stage, _timed, check_ledger
 
     spec = provided.spec
     seeds = result["seeds"]

@@ -13,8 +13,8 @@ from typing import Any
 
 import pluggy
 
-from harness import hookspecs
-from harness.specs import SPEC_TYPES
+from dpgym import hookspecs
+from dpgym.specs import SPEC_TYPES
 
 ENTRY_POINT_GROUP = "dpgym"
 # Developer/testing feature: extra plugins as "module" or "module:attribute" (a class is
@@ -133,7 +133,7 @@ class Registry:
                     and manager.parse_hookimpl_opts(plugin, hook) is None]
         if unmarked:
             raise PluginError(f"plugin {name!r} from {package} defines {', '.join(f'{h}()' for h in unmarked)} "
-                              "without @hookimpl (from harness import hookimpl), so dpgym would never call it")
+                              "without @hookimpl (from dpgym import hookimpl), so dpgym would never call it")
         try:
             manager.register(plugin, name=name)
             manager.check_pending()

@@ -22,16 +22,16 @@ import pandas as pd
 import psutil
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-import harness
-from harness.datafiles import DatasetUnavailable
-from harness.executors import Plan, make_executor
-from harness.privacy import Budget, Guarantee, Ledger, PrivacyViolation, reaccount
-from harness.registry import Provided, Registry
-from harness.schema import Schema
-from harness.store import RunStore, to_json
-from harness.worker import Outcome
-from harness.specs import DatasetSpec, GeneratorSpec, MetricContext, MetricSpec, SpecError, Split
-from harness.suite import DEVICES, GeneratorConfig, Settings, Suite
+import dpgym
+from dpgym.datafiles import DatasetUnavailable
+from dpgym.executors import Plan, make_executor
+from dpgym.privacy import Budget, Guarantee, Ledger, PrivacyViolation, reaccount
+from dpgym.registry import Provided, Registry
+from dpgym.schema import Schema
+from dpgym.store import RunStore, to_json
+from dpgym.worker import Outcome
+from dpgym.specs import DatasetSpec, GeneratorSpec, MetricContext, MetricSpec, SpecError, Split
+from dpgym.suite import DEVICES, GeneratorConfig, Settings, Suite
 
 STREAMS = ("fit", "sample", "evaluate")
 # What the harness itself measures about a cell, as opposed to what its plugins return.
@@ -117,7 +117,7 @@ def expand(suite: Suite, registry: Registry) -> list[Cell]:
             for epsilon in suite.epsilons:
                 for seed in suite.seeds:
                     content = {
-                        "harness": harness.__version__,
+                        "harness": dpgym.__version__,
                         gen.kind: [gen.name, provided.spec.version, provided.package, params],
                         "dataset": [dataset.name, dataset.version, dataset.checksum],
                         "metrics": metric_keys,
@@ -249,7 +249,7 @@ def run_cell(cell: Cell, registry: Registry, device: str = "cpu",
             result["device"] = resolve_device(str(cell.generator.params.get("device", device)), provided.spec)
             _deterministic_torch(result["device"], provided.spec)
             if cell.generator.kind == "learner":
-                from harness.learning import execute_learner
+                from dpgym.learning import execute_learner
 
                 ledger_json, synthetic = execute_learner(cell, provided, dataset, result), None
             else:

@@ -13,9 +13,9 @@ from importlib import metadata, resources
 from importlib.resources.abc import Traversable
 from pathlib import Path
 
-from harness.hookspecs import DPGYM_API_VERSION
+from dpgym.hookspecs import DPGYM_API_VERSION
 
-TEMPLATE = resources.files("harness") / "templates" / "plugin"
+TEMPLATE = resources.files("dpgym") / "templates" / "plugin"
 # Words of lower-case letters and digits joined by single underscores: each underscore becomes a
 # hyphen of the distribution dpgym-NAME, and PEP 508 allows no leading, trailing or repeated ones.
 VALID_NAME = re.compile(r"[a-z][a-z0-9]*(?:_[a-z0-9]+)*")

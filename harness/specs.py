@@ -9,8 +9,8 @@ from typing import Any, Protocol
 
 import pandas as pd
 
-from harness.privacy import Budget, Guarantee, Ledger
-from harness.schema import ColumnKind, Schema
+from dpgym.privacy import Budget, Guarantee, Ledger
+from dpgym.schema import ColumnKind, Schema
 
 
 class SpecError(ValueError):
@@ -94,7 +94,7 @@ class GeneratorSpec:
     description: str = ""
     quick_params: Mapping[str, Any] = field(default_factory=dict)  # cheap settings for conformance checks
     # As for datasets: returns "" when the generator can run here, else one line saying how to make
-    # it runnable (e.g. the command creating its own environment, `harness.isolation`). None: always.
+    # it runnable (e.g. the command creating its own environment, `dpgym.isolation`). None: always.
     availability: Callable[[], str] | None = None
 
     def missing(self) -> str:

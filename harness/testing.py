@@ -27,9 +27,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from harness.privacy import Budget, Ledger, reaccount
-from harness.schema import Column, ColumnKind, Schema
-from harness.specs import GeneratorSpec, SpecError
+from dpgym.privacy import Budget, Ledger, reaccount
+from dpgym.schema import Column, ColumnKind, Schema
+from dpgym.specs import GeneratorSpec, SpecError
 
 BUDGET = Budget(1.0, 1e-5)
 
@@ -199,7 +199,7 @@ class BoundCheck:
 def conformance_checks(generator: str | GeneratorSpec, params: Mapping[str, Any] | None = None) -> list[BoundCheck]:
     """Every check bound to `generator` (an installed generator's name, or a spec)."""
     if isinstance(generator, str):
-        from harness.registry import Registry
+        from dpgym.registry import Registry
 
         generator = Registry.discover().generator(generator)
     subject = Subject(generator, dict(params or {}))
@@ -241,7 +241,7 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
 
 def iter_first_party_generators() -> Iterator[GeneratorSpec]:
     """Generators provided by the dpgym distribution itself (what our own CI checks)."""
-    from harness.registry import Registry
+    from dpgym.registry import Registry
 
     for provided in Registry.discover().kinds["generator"].values():
         if provided.package.startswith("dpgym "):

@@ -43,14 +43,14 @@ EXIT_GRACE_SECONDS = 30.0  # for a child that reported its result to exit before
 THREAD_ENV = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUMEXPR_NUM_THREADS",
               "VECLIB_MAXIMUM_THREADS")
 SCRATCH_PREFIX = "dpgym-cell-"  # + host hash-pid-start-random: see _scratch_folder
-WARM_DATASETS_ENV = "DPGYM_WARM_DATASETS"  # read by harness.worker_preload in the forkserver
+WARM_DATASETS_ENV = "DPGYM_WARM_DATASETS"  # read by dpgym.worker_preload in the forkserver
 
 
 @dataclass(frozen=True)
 class CellTask:
     """Everything a child needs to run a cell; plain data, so it pickles to any worker."""
 
-    cell: Any  # harness.runner.Cell
+    cell: Any  # dpgym.runner.Cell
     plugins: str = ""  # DPGYM_PLUGINS value to discover in the child
     device: str = "auto"
     threads: int | None = 1  # None: the worker's cores // its task slots (a remote dask worker)
@@ -80,7 +80,7 @@ class Outcome:
 @cache
 def worker_registry(plugins: str) -> Any:
     """Plugins discovered once per process for a given DPGYM_PLUGINS value (forked warm)."""
-    from harness.registry import PLUGINS_ENV, Registry
+    from dpgym.registry import PLUGINS_ENV, Registry
 
     if plugins:
         os.environ[PLUGINS_ENV] = plugins
@@ -136,7 +136,7 @@ def _child_main(conn: Any, task: CellTask, supervisor: tuple[int, int], scratch:
         os.environ["TMPDIR"] = tempfile.tempdir = scratch
         os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # before any CUDA context exists
         limit_threads(task.threads)
-        from harness.runner import run_cell
+        from dpgym.runner import run_cell
 
         result, ledger, synthetic = run_cell(task.cell, worker_registry(task.plugins), device=task.device)
         result["execution"] = {"pid": os.getpid(), "host": os.uname().nodename, "threads": task.threads,
@@ -155,7 +155,7 @@ def _child_main(conn: Any, task: CellTask, supervisor: tuple[int, int], scratch:
 def _context() -> multiprocessing.context.BaseContext:
     """A forkserver whose preload warms imports, plugins and the datasets named in the env."""
     ctx = multiprocessing.get_context("forkserver")
-    ctx.set_forkserver_preload(["harness.worker_preload"])
+    ctx.set_forkserver_preload(["dpgym.worker_preload"])
     return ctx
 
 
@@ -169,7 +169,7 @@ def start_forkserver(plugins: str, datasets: list[str], wait: bool = True) -> No
     """
     from multiprocessing import forkserver
 
-    from harness.registry import PLUGINS_ENV
+    from dpgym.registry import PLUGINS_ENV
 
     ctx = _context()
     saved = {name: os.environ.get(name) for name in (WARM_DATASETS_ENV, PLUGINS_ENV)}

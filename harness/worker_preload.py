@@ -12,9 +12,9 @@ import importlib
 import os
 import sys
 
-from harness.registry import PLUGINS_ENV
-from harness.runner import _load_split
-from harness.worker import WARM_DATASETS_ENV, worker_registry
+from dpgym.registry import PLUGINS_ENV
+from dpgym.runner import _load_split
+from dpgym.worker import WARM_DATASETS_ENV, worker_registry
 
 
 def _warm() -> None:

@@ -17,6 +17,6 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
     echo "set-up failed (full log: .venv/setup.log)" >&2
     exit 1
   fi
-  .venv/bin/python -c "import harness, torch, opacus, xgboost"  # fail loudly if the install did not take
+  .venv/bin/python -c "import dpgym, torch, opacus, xgboost"  # fail loudly if the install did not take
   echo "$want" > "$stamp"
 fi

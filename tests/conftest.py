@@ -5,8 +5,8 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from harness import Column, ColumnKind, Schema
-from plugins.datasets import adult
+from dpgym import Column, ColumnKind, Schema
+from dpgym.plugins.datasets import adult
 
 
 @pytest.fixture(scope="session", autouse=True)

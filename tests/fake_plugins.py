@@ -13,7 +13,7 @@ import warnings
 import numpy as np
 import pandas as pd
 
-from harness import (
+from dpgym import (
     Budget,
     Direction,
     GeneratorSpec,
@@ -26,10 +26,10 @@ from harness import (
     Schema,
     hookimpl,
 )
-from harness.executors import cell_threads
-from plugins.generators.independent import SPEC as INDEPENDENT_SPEC
-from plugins.generators.independent import Independent
-from plugins.generators.uniform import Uniform
+from dpgym.executors import cell_threads
+from dpgym.plugins.generators.independent import SPEC as INDEPENDENT_SPEC
+from dpgym.plugins.generators.independent import Independent
+from dpgym.plugins.generators.uniform import Uniform
 
 
 class Overspender(Uniform):
@@ -104,7 +104,7 @@ class MissingWeights(Uniform):
     """Fails its fit with the exception datasets raise for a missing file."""
 
     def fit(self, train: pd.DataFrame, schema: Schema, budget: Budget, seed: int) -> Ledger:
-        from harness.datafiles import DatasetUnavailable
+        from dpgym.datafiles import DatasetUnavailable
 
         raise DatasetUnavailable("pretrained weights not found")
 

@@ -27,7 +27,7 @@ def metadata_only(site: Path, distribution: str, entry_points: dict[str, str]) -
 
 
 def dpgym(env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "harness.cli", *args], capture_output=True, text=True, env=env,
+    return subprocess.run([sys.executable, "-m", "dpgym.cli", *args], capture_output=True, text=True, env=env,
                           timeout=600)
 
 

@@ -7,12 +7,12 @@ import math
 
 import pytest
 
-from harness.check import compare, load_baseline, same_ledger, summarise, write_baseline
-from harness.cli import main, metric_directions
-from harness.registry import Registry
-from harness.runner import run_suite
-from harness.store import RunStore
-from harness.suite import GeneratorConfig, Suite
+from dpgym.check import compare, load_baseline, same_ledger, summarise, write_baseline
+from dpgym.cli import main, metric_directions
+from dpgym.registry import Registry
+from dpgym.runner import run_suite
+from dpgym.store import RunStore
+from dpgym.suite import GeneratorConfig, Suite
 from tests.fake_plugins import QuieterGenerators
 
 
@@ -195,8 +195,8 @@ def test_a_guarantee_label_changed_in_any_seed_is_a_privacy_regression(registry,
 
 def test_a_tiny_alpha_gives_a_finite_tolerance():
     """1 − 1e-17 rounds to 1, where the t quantile is ∞: no regression of any size could fail."""
-    from harness.check import _worse_by
-    from harness.specs import Direction
+    from dpgym.check import _worse_by
+    from dpgym.specs import Direction
 
     worse, tolerance = _worse_by([0.10, 0.11, 0.12], [0.50, 0.52, 0.55], Direction.LOWER, 1e-17)
     assert math.isfinite(tolerance) and worse == pytest.approx(0.413, abs=1e-3)

@@ -8,12 +8,12 @@ import sys
 
 import pytest
 
-from harness.cli import main
+from dpgym.cli import main
 
 
 def dpgym(*args: str, cwd=None) -> subprocess.CompletedProcess:
     env = {**os.environ, "COLUMNS": "250"}  # rich tables wrap at 80 columns without a terminal
-    return subprocess.run([sys.executable, "-m", "harness.cli", *args], capture_output=True, text=True, cwd=cwd,
+    return subprocess.run([sys.executable, "-m", "dpgym.cli", *args], capture_output=True, text=True, cwd=cwd,
                           timeout=300, env=env)
 
 
@@ -25,7 +25,7 @@ def test_list_shows_plugins_with_their_package():
 
 
 def test_list_piped_at_the_default_width_shows_every_default_in_full():
-    out = subprocess.run([sys.executable, "-m", "harness.cli", "list"], capture_output=True, text=True, timeout=300,
+    out = subprocess.run([sys.executable, "-m", "dpgym.cli", "list"], capture_output=True, text=True, timeout=300,
                          env={k: v for k, v in os.environ.items() if k != "COLUMNS"})
     assert out.returncode == 0 and "…" not in out.stdout
     assert "encoder_mode=joint" in out.stdout  # dp_autogan's, cut to "encoder_mode=join…" at 80 columns

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from harness.testing import CHECKS, conformance_checks, iter_first_party_generators
+from dpgym.testing import CHECKS, conformance_checks, iter_first_party_generators
 from tests.fake_plugins import FaultyGenerators
 
 FIRST_PARTY = [check for spec in iter_first_party_generators() for check in conformance_checks(spec)]

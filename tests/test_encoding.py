@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from harness import Column, ColumnKind, Schema
-from harness.encoding import TableEncoder
+from dpgym import Column, ColumnKind, Schema
+from dpgym.encoding import TableEncoder
 
 
 def test_onehot_round_trip_is_exact_on_adult(adult_split, adult_schema):

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.testing import CHECKS
+from dpgym.testing import CHECKS
 from tests.pip_target import conformance, dpgym, install
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "dpgym-example-plugin"

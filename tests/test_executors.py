@@ -20,12 +20,12 @@ import pandas as pd
 import psutil
 import pytest
 
-from harness.executors import Plan, ProcessExecutor
-from harness.leaderboard import write_leaderboard
-from harness.registry import PluginError, Registry
-from harness.runner import expand, run_suite
-from harness.store import RunStore
-from harness.suite import GeneratorConfig, Settings, Suite, SuiteError, load_suite, settings_from_dict
+from dpgym.executors import Plan, ProcessExecutor
+from dpgym.leaderboard import write_leaderboard
+from dpgym.registry import PluginError, Registry
+from dpgym.runner import expand, run_suite
+from dpgym.store import RunStore
+from dpgym.suite import GeneratorConfig, Settings, Suite, SuiteError, load_suite, settings_from_dict
 from tests.fake_plugins import EXECUTION, HELPERS_ENV, FaultyGenerators
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -95,7 +95,7 @@ def test_a_timed_out_cell_takes_with_it_a_helper_that_left_its_process_group_and
 
 def test_a_cell_whose_process_does_not_exit_after_its_result_is_ok_and_noted_as_killed_by_the_harness(
         registry, tmp_path, monkeypatch):
-    monkeypatch.setattr("harness.worker.EXIT_GRACE_SECONDS", 1.0)
+    monkeypatch.setattr("dpgym.worker.EXIT_GRACE_SECONDS", 1.0)
     run_suite(grid("lingerer", executor="processes", workers=1), RunStore(tmp_path), registry, show_progress=False)
     (result,) = RunStore(tmp_path).results()
     assert result["status"] == "ok"
@@ -181,7 +181,7 @@ def test_suite_settings_parse_and_cli_settings_take_precedence(tmp_path):
 
 
 def test_the_harness_core_does_not_import_torch():
-    code = "import sys, harness.cli, harness.executors, harness.runner; print('torch' in sys.modules)"
+    code = "import sys, dpgym.cli, dpgym.executors, dpgym.runner; print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=_env(), cwd=ROOT)
     assert out.stdout.strip() == "False", out.stderr
 
@@ -213,7 +213,7 @@ def _default_sigint() -> None:
 
 def _driver(suite: Path, out: Path, **env: str) -> subprocess.Popen:
     # PYTHONFAULTHANDLER: on SIGABRT the driver prints every thread's stack (see _exit_status)
-    return subprocess.Popen([sys.executable, "-m", "harness.cli", "run", "--suite", str(suite), "--out", str(out),
+    return subprocess.Popen([sys.executable, "-m", "dpgym.cli", "run", "--suite", str(suite), "--out", str(out),
                              "--no-progress"], env=_env(PYTHONFAULTHANDLER="1", **env), cwd=ROOT,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True,
                             preexec_fn=_default_sigint)
@@ -235,7 +235,7 @@ def _exit_status(driver: subprocess.Popen, after: str) -> tuple[int, str]:
 
 
 def _run_to_the_end(suite: Path, out: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "harness.cli", "run", "--suite", str(suite), "--out", str(out),
+    return subprocess.run([sys.executable, "-m", "dpgym.cli", "run", "--suite", str(suite), "--out", str(out),
                            "--no-progress"], env=_env(), cwd=ROOT, capture_output=True, text=True, timeout=300)
 
 
@@ -326,9 +326,9 @@ def test_workers_of_a_killed_driver_exit_with_their_helpers_and_temporary_files_
 def test_a_new_cell_removes_the_temporary_folders_of_killed_supervisors_and_keeps_live_ones(tmp_path, monkeypatch):
     """A supervisor killed between creating its cell's folder and the child arming its orphan watch
     leaves the folder behind: the next cell on the host removes it."""
-    from harness.worker import _scratch_folder
+    from dpgym.worker import _scratch_folder
 
-    creator = ("import time; from harness.worker import _scratch_folder; "
+    creator = ("import time; from dpgym.worker import _scratch_folder; "
                "print(_scratch_folder(), flush=True); time.sleep(60)")
     supervisor = subprocess.Popen([sys.executable, "-c", creator], env={**_env(), "TMPDIR": str(tmp_path)}, cwd=ROOT,
                                   stdout=subprocess.PIPE, text=True)
@@ -435,7 +435,7 @@ def test_a_stopped_dask_run_leaves_its_client_within_seconds_and_keeps_its_own_e
     """Ctrl-C must not wait on a client close that cannot complete: distributed's would wait 60 s, then
     raise a TimeoutError in place of the KeyboardInterrupt (exit 1, not 130). The connection, dropped
     when the driver exits, releases the run's tasks all the same."""
-    from harness.executors import STOPPED_CLOSE_SECONDS, DaskExecutor
+    from dpgym.executors import STOPPED_CLOSE_SECONDS, DaskExecutor
 
     executor = DaskExecutor(Plan.resolve(Settings(executor="dask", scheduler=external_cluster.address)), registry)
     with pytest.raises(KeyboardInterrupt):

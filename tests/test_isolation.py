@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from harness.isolation import Environment
-from harness.registry import Registry
-from harness.runner import expand, run_suite
-from harness.store import RunStore
-from harness.suite import GeneratorConfig, Settings, Suite
-from harness.testing import conformance_checks
+from dpgym.isolation import Environment
+from dpgym.registry import Registry
+from dpgym.runner import expand, run_suite
+from dpgym.store import RunStore
+from dpgym.suite import GeneratorConfig, Settings, Suite
+from dpgym.testing import conformance_checks
 from tests.isolated.plugin import PLUGINS, THROWAWAY, IsolatedPlugins
 
 ISOLATED_MARGINALS = IsolatedPlugins().dpgym_generators()[0]

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from harness.privacy import (
+from dpgym.privacy import (
     Budget, Guarantee, Ledger, LedgerEntry, PrivacyViolation, calibrate_gaussian, enforce, gaussian_epsilon, reaccount,
 )
 

@@ -6,14 +6,14 @@ import importlib
 
 import pytest
 
-from harness.cli import main, metric_directions
-from harness.leaderboard import write_leaderboard
-from harness.registry import Registry
-from harness.runner import run_suite
-from harness.scaffold import new_plugin
-from harness.store import RunStore
-from harness.suite import GeneratorConfig, Settings, Suite
-from harness.testing import CHECKS, check_device_flag, conformance_checks
+from dpgym.cli import main, metric_directions
+from dpgym.leaderboard import write_leaderboard
+from dpgym.registry import Registry
+from dpgym.runner import run_suite
+from dpgym.scaffold import new_plugin
+from dpgym.store import RunStore
+from dpgym.suite import GeneratorConfig, Settings, Suite
+from dpgym.testing import CHECKS, check_device_flag, conformance_checks
 from tests.pip_target import conformance, install, metadata_only
 
 

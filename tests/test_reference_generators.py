@@ -8,13 +8,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from harness import Budget
-from harness.privacy import reaccount
-from harness.schema import Column, ColumnKind, Schema
-from plugins.generators.independent import SPEC as INDEPENDENT
-from plugins.generators.real import Real
-from plugins.generators.uniform import Uniform
-from plugins.metrics.fidelity import ks_statistic
+from dpgym import Budget
+from dpgym.privacy import reaccount
+from dpgym.schema import Column, ColumnKind, Schema
+from dpgym.plugins.generators.independent import SPEC as INDEPENDENT
+from dpgym.plugins.generators.real import Real
+from dpgym.plugins.generators.uniform import Uniform
+from dpgym.plugins.metrics.fidelity import ks_statistic
 
 
 def crosstab(frame: pd.DataFrame) -> pd.DataFrame:

@@ -6,11 +6,11 @@ from importlib.metadata import EntryPoint
 
 import pytest
 
-from harness import DatasetSpec, GeneratorSpec, Guarantee, hookimpl
-from harness import registry as registry_module
-from harness.registry import PluginError, Registry
-from plugins.generators import uniform as uniform_plugin
-from plugins.generators.uniform import Uniform
+from dpgym import DatasetSpec, GeneratorSpec, Guarantee, hookimpl
+from dpgym import registry as registry_module
+from dpgym.registry import PluginError, Registry
+from dpgym.plugins.generators import uniform as uniform_plugin
+from dpgym.plugins.generators.uniform import Uniform
 from tests.pip_target import metadata_only
 
 

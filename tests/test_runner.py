@@ -10,12 +10,12 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from harness.leaderboard import write_leaderboard
-from harness.registry import Registry
-from harness.runner import expand, seed_streams
-from harness.specs import SpecError
-from harness.store import RunStore, StoreError
-from harness.suite import GeneratorConfig, Settings, Suite, SuiteError, apply_overrides, load_suite
+from dpgym.leaderboard import write_leaderboard
+from dpgym.registry import Registry
+from dpgym.runner import expand, seed_streams
+from dpgym.specs import SpecError
+from dpgym.store import RunStore, StoreError
+from dpgym.suite import GeneratorConfig, Settings, Suite, SuiteError, apply_overrides, load_suite
 from tests.datasets.test_user_csv_dataset import SCHEMA, people
 from tests.fake_plugins import FAULTY, UNWRITABLE
 
@@ -33,7 +33,7 @@ def registry() -> Registry:
 
 
 def run(suite: Suite, out, registry: Registry, **kwargs):
-    from harness.runner import run_suite
+    from dpgym.runner import run_suite
 
     return run_suite(suite, RunStore(out), registry, show_progress=False, **kwargs)
 

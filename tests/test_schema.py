@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from harness import Column, ColumnKind, Schema, SchemaError
+from dpgym import Column, ColumnKind, Schema, SchemaError
 
 
 def test_valid_frame_conforms_to_canonical_dtypes(small_schema, small_frame):

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from harness.cli import metric_directions, suite_keys
-from harness.leaderboard import write_leaderboard
-from harness.registry import Registry
-from harness.runner import run_suite
-from harness.store import RunStore
-from harness.suite import load_suite
+from dpgym.cli import metric_directions, suite_keys
+from dpgym.leaderboard import write_leaderboard
+from dpgym.registry import Registry
+from dpgym.runner import run_suite
+from dpgym.store import RunStore
+from dpgym.suite import load_suite
 
 
 @pytest.fixture(scope="module")

@@ -1,9 +1,9 @@
 """Budgets, ledgers, mechanism calibration and independent re-accounting."""
 
-from harness.privacy.budget import Budget, Guarantee
-from harness.privacy.ledger import Ledger, LedgerEntry, PrivacyViolation
-from harness.privacy.mechanisms import calibrate_gaussian, gaussian_epsilon
-from harness.privacy.reaccount import Reaccounting, enforce, reaccount
+from dpgym.privacy.budget import Budget, Guarantee
+from dpgym.privacy.ledger import Ledger, LedgerEntry, PrivacyViolation
+from dpgym.privacy.mechanisms import calibrate_gaussian, gaussian_epsilon
+from dpgym.privacy.reaccount import Reaccounting, enforce, reaccount
 
 __all__ = [
     "Budget", "Guarantee", "Ledger", "LedgerEntry", "PrivacyViolation", "Reaccounting",

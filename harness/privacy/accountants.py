@@ -6,7 +6,7 @@ them several phases at once and searches the noise multiplier. Phases are compos
 accountant's own curve — RDP summed per order then converted once, PRVs convolved jointly, GDP
 μ's added in quadrature — never by adding ε's (DP-auto-GAN, Lemma 4: that is always looser).
 
-Imports Opacus (and therefore torch): import this module explicitly, not via `harness.privacy`.
+Imports Opacus (and therefore torch): import this module explicitly, not via `dpgym.privacy`.
 """
 
 from __future__ import annotations

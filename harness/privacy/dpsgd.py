@@ -34,9 +34,9 @@ from opacus.grad_sample import GradSampleModule
 from opacus.utils.uniform_sampler import UniformWithReplacementSampler
 from torch import Tensor, nn
 
-from harness.privacy.accountants import Accountant, Phase, PRVAccountant, calibrate, make_accountant
-from harness.privacy.budget import Budget, Guarantee
-from harness.privacy.clipping import (
+from dpgym.privacy.accountants import Accountant, Phase, PRVAccountant, calibrate, make_accountant
+from dpgym.privacy.budget import Budget, Guarantee
+from dpgym.privacy.clipping import (
     ClippingStrategy,
     MaterializedGrad,
     has_rule,
@@ -45,7 +45,7 @@ from harness.privacy.clipping import (
     split_clip_norm,
     trainable_layers,
 )
-from harness.privacy.ledger import Ledger, LedgerEntry, PrivacyViolation
+from dpgym.privacy.ledger import Ledger, LedgerEntry, PrivacyViolation
 
 Networks = nn.Module | Sequence[nn.Module] | Mapping[str, nn.Module]
 

@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.privacy.budget import Budget, Guarantee
+from dpgym.privacy.budget import Budget, Guarantee
 
 LEDGER_FORMAT = "dpgym-ledger/1"
 COMPOSITIONS = ("basic", "rdp", "prv", "gdp")

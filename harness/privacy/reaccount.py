@@ -23,9 +23,9 @@ from prv_accountant import (
 from prv_accountant.privacy_random_variables import PrivacyRandomVariable
 from scipy import optimize
 
-from harness.privacy.budget import Budget, Guarantee
-from harness.privacy.ledger import Ledger, LedgerEntry, PrivacyViolation
-from harness.privacy.mechanisms import gaussian_epsilon
+from dpgym.privacy.budget import Budget, Guarantee
+from dpgym.privacy.ledger import Ledger, LedgerEntry, PrivacyViolation
+from dpgym.privacy.mechanisms import gaussian_epsilon
 
 # A claim may sit this far below the independent figure before the cell is refused: the PRV
 # estimate's own discretisation error, and float noise in the generator's accountant.
@@ -198,11 +198,11 @@ def rdp_epsilon(entries: list[LedgerEntry], delta: float) -> float | None:
     """ε of all entries from Opacus's subsampled-Gaussian RDP, summed per order and converted once
     (Balle et al. 2020 conversion); None if an entry has no RDP rule here or δ = 0.
 
-    Opacus (and torch) are imported only when a ledger needs this, so `harness.privacy` stays light.
+    Opacus (and torch) are imported only when a ledger needs this, so `dpgym.privacy` stays light.
     """
     if not entries or delta <= 0 or any(e.mechanism not in RDP_PHASES for e in entries):
         return None
-    from harness.privacy.accountants import Phase, RDPAccountant
+    from dpgym.privacy.accountants import Phase, RDPAccountant
 
     return RDPAccountant().epsilon([Phase(*RDP_PHASES[e.mechanism](e.params)) for e in entries], delta)
 

@@ -25,14 +25,14 @@ import markupsafe
 import numpy as np
 import pandas as pd
 
-from harness import learning
-from harness.executors import cpu_count
-from harness.leaderboard import ARROWS, Leaderboard, build_leaderboard, rank_groups
-from harness.registry import Registry
-from harness.report import figures
-from harness.schema import Schema
-from harness.specs import Direction
-from harness.store import RunStore
+from dpgym import learning
+from dpgym.executors import cpu_count
+from dpgym.leaderboard import ARROWS, Leaderboard, build_leaderboard, rank_groups
+from dpgym.registry import Registry
+from dpgym.report import figures
+from dpgym.schema import Schema
+from dpgym.specs import Direction
+from dpgym.store import RunStore
 
 REFERENCE_EPSILON = 1.0  # per-generator figures show the run's ε closest to this (log scale)
 KENDALL_MAX_ROWS = 5_000  # when the fidelity metric did not store its τ matrices, recompute on a sample
@@ -42,7 +42,7 @@ FAMILY_TITLES = {"utility": "Utility (train on synthetic, test on real)", "fidel
 
 def metric_info(registry: Registry) -> tuple[dict[str, Direction], dict[str, str]]:
     """Each metric value's direction and the metric plugin (family) that produces it; the values of
-    private-learning cells come from the harness (`harness.learning`)."""
+    private-learning cells come from the harness (`dpgym.learning`)."""
     directions: dict[str, Direction] = dict(learning.DIRECTIONS)
     families = dict.fromkeys(learning.DIRECTIONS, "private learning")
     for provided in registry.kinds["metric"].values():
@@ -423,7 +423,7 @@ def provenance(run_dir: Path, results: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def render(context: dict[str, Any]) -> str:
-    env = jinja2.Environment(loader=jinja2.PackageLoader("harness.report", "templates"),
+    env = jinja2.Environment(loader=jinja2.PackageLoader("dpgym.report", "templates"),
                              autoescape=jinja2.select_autoescape(["html", "j2"]), undefined=jinja2.StrictUndefined,
                              trim_blocks=True, lstrip_blocks=True)
     env.filters["num"] = _num

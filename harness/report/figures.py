@@ -22,7 +22,7 @@ import pandas as pd  # noqa: E402
 import scikit_posthocs  # noqa: E402
 import seaborn as sns  # noqa: E402
 
-from harness.schema import Column, ColumnKind, Schema  # noqa: E402
+from dpgym.schema import Column, ColumnKind, Schema  # noqa: E402
 
 REAL, SYNTHETIC = sns.color_palette("tab10")[0], sns.color_palette("tab10")[1]  # blue, orange
 DISPLAY_BINS = 100  # DP-NF's Figs. 3 and 11 (its code: 100 bins over the range both samples share)

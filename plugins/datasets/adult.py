@@ -2,7 +2,7 @@
 
 Official split: adult.data (32,561 rows) for training, adult.test (16,281 rows) for testing.
 Missing values ("?") are kept as an explicit category (see ``datasets/adult/schema.toml``).
-``adult:undersample=0.4,test=0.1`` is DP-MERF's preparation (`plugins.datasets.parametric.rebalance`).
+``adult:undersample=0.4,test=0.1`` is DP-MERF's preparation (`dpgym.plugins.datasets.parametric.rebalance`).
 """
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ from functools import cache, partial
 
 import pandas as pd
 
-from harness import DatasetSpec, Schema, Split, hookimpl
-from harness.datafiles import REPO_DATA, combined_checksum, files_availability, verified
-from plugins.datasets.parametric import rebalanceable
+from dpgym import DatasetSpec, Schema, Split, hookimpl
+from dpgym.datafiles import REPO_DATA, combined_checksum, files_availability, verified
+from dpgym.plugins.datasets.parametric import rebalanceable
 
 FILES = {
     "adult/adult.data.xz": "03c5722d4eaeaa2962f81284344def3c5150dadc6ddf841fcbb57f233371445c",

@@ -14,8 +14,8 @@ from __future__ import annotations
 from dataclasses import replace
 from functools import cache
 
-from harness import Column, ColumnKind, DatasetSpec, Schema, Split, hookimpl
-from plugins.datasets import adult
+from dpgym import Column, ColumnKind, DatasetSpec, Schema, Split, hookimpl
+from dpgym.plugins.datasets import adult
 
 DROPPED = ("fnlwgt", "education")
 EDUCATION_NUM = "education-num"

@@ -16,8 +16,8 @@ import numpy as np
 import pandas as pd
 from sklearn.model_selection import train_test_split
 
-from harness import DatasetSpec, Schema, Split, hookimpl
-from plugins.datasets import adult
+from dpgym import DatasetSpec, Schema, Split, hookimpl
+from dpgym.plugins.datasets import adult
 
 SPLIT_SEED = 0
 FRACTIONS = (0.64, 0.16, 0.20)  # train / dev / test

@@ -4,7 +4,7 @@ Official split: census-income.data (199,523 rows) for training, census-income.te
 for testing. The sampling weight `instance weight` is dropped on read (UCI: not a feature);
 "?" is kept as a category (see ``datasets/census/schema.toml``).
 ``census:undersample=0.4,test=0.2`` is DP-MERF's preparation (negatives undersampled to 40 %, then
-re-split 80/20; `plugins.datasets.parametric.rebalance`).
+re-split 80/20; `dpgym.plugins.datasets.parametric.rebalance`).
 """
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ from functools import cache, partial
 
 import pandas as pd
 
-from harness import DatasetSpec, Schema, Split, hookimpl
-from harness.datafiles import REPO_DATA, combined_checksum, files_availability, verified
-from plugins.datasets.parametric import rebalanceable
+from dpgym import DatasetSpec, Schema, Split, hookimpl
+from dpgym.datafiles import REPO_DATA, combined_checksum, files_availability, verified
+from dpgym.plugins.datasets.parametric import rebalanceable
 
 FILES = {
     "census/census-income.data.xz": "bc284126b98d723b6a678b9362a0d33203fb8c38caa7eafa0fb2aba02360b67d",

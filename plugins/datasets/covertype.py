@@ -23,9 +23,9 @@ from pathlib import Path
 import pandas as pd
 from sklearn.model_selection import train_test_split
 
-from harness import DatasetSpec, Schema, Split, hookimpl
-from harness.datafiles import REPO_DATA, DatasetUnavailable, data_root, sha256_of, verified
-from plugins.datasets.parametric import ParametricDatasetSpec, parse_options
+from dpgym import DatasetSpec, Schema, Split, hookimpl
+from dpgym.datafiles import REPO_DATA, DatasetUnavailable, data_root, sha256_of, verified
+from dpgym.plugins.datasets.parametric import ParametricDatasetSpec, parse_options
 
 ARCHIVE = "covtype.data.gz"
 URL = "https://archive.ics.uci.edu/ml/machine-learning-databases/covtype/covtype.data.gz"

@@ -8,7 +8,7 @@ SDGym/CTGAN benchmark version that the DP-HFlow spec (section 5.1) points to; st
 rare attacks in both parts (DP-MERF's 70/30 re-split is that method's own choice). The 10% file repeats many rows (145,586 distinct of 494,021), so
 train and test share identical rows, as in every published use of it.
 ``intrusion:undersample=0.3,test=0.3`` is DP-MERF's preparation (dos, the majority category, undersampled
-to 30 %, then re-split 70/30; `plugins.datasets.parametric.rebalance`).
+to 30 %, then re-split 70/30; `dpgym.plugins.datasets.parametric.rebalance`).
 """
 
 from __future__ import annotations
@@ -18,9 +18,9 @@ from functools import cache, partial
 import pandas as pd
 from sklearn.model_selection import train_test_split
 
-from harness import Column, ColumnKind, DatasetSpec, Schema, SchemaError, Split, hookimpl
-from harness.datafiles import REPO_DATA, files_availability, verified
-from plugins.datasets.parametric import rebalanceable
+from dpgym import Column, ColumnKind, DatasetSpec, Schema, SchemaError, Split, hookimpl
+from dpgym.datafiles import REPO_DATA, files_availability, verified
+from dpgym.plugins.datasets.parametric import rebalanceable
 
 DATA = "intrusion/kddcup.data_10_percent.gz"
 SHA256 = "8045aca0d84e70e622d1148d7df782496f6333bf6eb979a1b0837c42a9fd9561"  # = sklearn's ARCHIVE_10_PERCENT

@@ -17,9 +17,9 @@ from functools import cache, partial
 import numpy as np
 import pandas as pd
 
-from harness import DatasetSpec, Schema, SchemaError, Split, hookimpl
-from harness.datafiles import REPO_DATA, combined_checksum, files_availability, verified
-from plugins.datasets.parametric import ParametricDatasetSpec, fold_number, parse_options
+from dpgym import DatasetSpec, Schema, SchemaError, Split, hookimpl
+from dpgym.datafiles import REPO_DATA, combined_checksum, files_availability, verified
+from dpgym.plugins.datasets.parametric import ParametricDatasetSpec, fold_number, parse_options
 
 FOLDS = 10
 LIFESCI = "lifesci/lifesci.csv.xz"

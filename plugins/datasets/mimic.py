@@ -24,8 +24,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from harness import Column, ColumnKind, DatasetSpec, Schema, Split, hookimpl
-from harness.datafiles import DatasetUnavailable
+from dpgym import Column, ColumnKind, DatasetSpec, Schema, Split, hookimpl
+from dpgym.datafiles import DatasetUnavailable
 
 ENV = "DPGYM_MIMIC3"
 BINARY = ("0", "1")

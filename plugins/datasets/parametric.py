@@ -17,8 +17,8 @@ from dataclasses import dataclass
 import numpy as np
 from sklearn.model_selection import train_test_split
 
-from harness import DatasetSpec, Split
-from harness.datafiles import combined_checksum
+from dpgym import DatasetSpec, Split
+from dpgym.datafiles import combined_checksum
 
 
 class DatasetArgumentError(ValueError):

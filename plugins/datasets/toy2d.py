@@ -19,9 +19,9 @@ import pandas as pd
 from sklearn.datasets import make_moons
 from sklearn.model_selection import KFold
 
-from harness import DatasetSpec, Schema, Split, hookimpl
-from harness.datafiles import REPO_DATA
-from plugins.datasets.parametric import ParametricDatasetSpec, fold_number, parse_options
+from dpgym import DatasetSpec, Schema, Split, hookimpl
+from dpgym.datafiles import REPO_DATA
+from dpgym.plugins.datasets.parametric import ParametricDatasetSpec, fold_number, parse_options
 
 N_POINTS = 30_000
 SEED = 0

@@ -25,10 +25,10 @@ from typing import NoReturn
 import pandas as pd
 from sklearn.model_selection import train_test_split
 
-from harness import DatasetSpec, Schema, SchemaError, Split, hookimpl
-from harness.datafiles import DatasetUnavailable, combined_checksum, sha256_of
-from harness.inference import PARQUET_SUFFIXES, UnreviewedSchemaWarning, read_table
-from plugins.datasets.parametric import DatasetArgumentError, ParametricDatasetSpec, parse_options
+from dpgym import DatasetSpec, Schema, SchemaError, Split, hookimpl
+from dpgym.datafiles import DatasetUnavailable, combined_checksum, sha256_of
+from dpgym.inference import PARQUET_SUFFIXES, UnreviewedSchemaWarning, read_table
+from dpgym.plugins.datasets.parametric import DatasetArgumentError, ParametricDatasetSpec, parse_options
 
 DATA_SUFFIXES = {".csv", ".tsv", ".txt", ".gz", ".bz2", ".xz", ".zst", ".zip", *PARQUET_SUFFIXES}
 OPTIONS = {"schema": Path, "test": Path, "split_column": str, "test_fraction": float, "seed": int}

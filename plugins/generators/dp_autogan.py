@@ -4,7 +4,7 @@ autoencoder's latent space; only the decoder and the generator are released.
 
 Notes: /work/shared/specs/dp-auto-gan.md (cited below as "spec §").
 
-- Encoding: `plugins.nn.mixed.MixedEncoding`, from the public schema only (spec §1.2, A13).
+- Encoding: `dpgym.plugins.nn.mixed.MixedEncoding`, from the public schema only (spec §1.2, A13).
 - Phase 1 (spec §1.4, A1): encoder and decoder trained together by DP-SGD, the concatenated
   (encoder ∥ decoder) per-example gradient clipped to C1 (flat clipping), BCE loss
   (`encoder_mode="joint_dp"`); or the encoder left at its seeded random initialisation and only
@@ -85,12 +85,12 @@ from torch import Tensor, nn
 from torch.nn import functional as F
 from torch.optim.swa_utils import AveragedModel, update_bn
 
-from harness import Budget, GeneratorSpec, Guarantee, Ledger, Schema, hookimpl
-from harness.privacy.accountants import Accountant, Phase, PRVAccountant, RDPAccountant
-from harness.privacy.dpsgd import DPSGD
-from plugins.nn.mixed import MixedEncoding
-from plugins.nn.phases import PlainPhase
-from plugins.nn.runtime import resolve_device, single_thread
+from dpgym import Budget, GeneratorSpec, Guarantee, Ledger, Schema, hookimpl
+from dpgym.privacy.accountants import Accountant, Phase, PRVAccountant, RDPAccountant
+from dpgym.privacy.dpsgd import DPSGD
+from dpgym.plugins.nn.mixed import MixedEncoding
+from dpgym.plugins.nn.phases import PlainPhase
+from dpgym.plugins.nn.runtime import resolve_device, single_thread
 
 
 @dataclass(frozen=True)

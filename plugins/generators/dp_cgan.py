@@ -4,7 +4,7 @@ post-processing.
 
 Accounting (the public tabular port hard-codes MNIST's n = 60,000 in q = batch/n and passes
 σ·C to the accountant as the noise multiplier; neither happens here):
-- The discriminator is one DP-SGD phase of `harness.privacy.dpsgd.DPSGD` over the true number of
+- The discriminator is one DP-SGD phase of `dpgym.privacy.dpsgd.DPSGD` over the true number of
   training rows n, Poisson sampling at q = batch_size / n, flat per-example clipping at
   `clip_norm` (DP-CGAN's 1.1), Gaussian noise σ·C with σ calibrated on the accountant before
   training; add/remove adjacency.
@@ -20,7 +20,7 @@ Accounting (the public tabular port hard-codes MNIST's n = 60,000 in q = batch/n
   fraction `label_share` of ε and of δ; DP-SGD gets the rest. The ledger composes the two by
   adding ε's and δ's (basic composition, an upper bound; re-accounting composes them tighter).
 
-Encoding is one-hot / min-max by the public schema (`plugins.nn.tabular`). Networks as in the
+Encoding is one-hot / min-max by the public schema (`dpgym.plugins.nn.tabular`). Networks as in the
 DP-CGAN paper's MNIST model at tabular width: generator (z ∈ R^100, class) → 128 ReLU → sigmoid per
 number, softmax per categorical block; discriminator (row, class) → 128 LeakyReLU(0.2) → logit;
 non-saturating GAN loss, one discriminator step per generator step; the discriminator uses plain
@@ -36,11 +36,11 @@ import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 
-from harness import Budget, GeneratorSpec, Guarantee, Ledger, LedgerEntry, Schema, hookimpl
-from harness.privacy import calibrate_gaussian
-from harness.privacy.dpsgd import DPSGD
-from plugins.nn.runtime import resolve_device, single_thread
-from plugins.nn.tabular import (
+from dpgym import Budget, GeneratorSpec, Guarantee, Ledger, LedgerEntry, Schema, hookimpl
+from dpgym.privacy import calibrate_gaussian
+from dpgym.privacy.dpsgd import DPSGD
+from dpgym.plugins.nn.runtime import resolve_device, single_thread
+from dpgym.plugins.nn.tabular import (
     sample_labelled,
     EncodedOutput,
     LabelledLayout,

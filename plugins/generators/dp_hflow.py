@@ -9,7 +9,7 @@ Data → noise, per row (spec §2, A4):
 
 One MADE conditioner is shared by the K blocks, told apart by a learned block embedding q(j) (the
 "conditional spline flow", §2.4). Training maximises log N(z) + Σ log|det| − log q(u | x) with
-DP-SGD through `harness.privacy.dpsgd` (Poisson sampling, clipping flat / per_layer / per_unit /
+DP-SGD through `dpgym.privacy.dpsgd` (Poisson sampling, clipping flat / per_layer / per_unit /
 sparse(s), σ calibrated to (ε, δ) before training); ε = ∞ trains the same model with plain
 AdaBelief. Sampling inverts the flow and floors the discrete dimensions (§2.5).
 
@@ -30,16 +30,16 @@ import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 
-from harness import Budget, GeneratorSpec, Guarantee, Ledger, Schema, hookimpl
-from harness.encoding import levels, missing_rows
-from harness.privacy.dpsgd import DPSGD
-from harness.schema import Column, ColumnKind
-from plugins.nn.flow_linear import LowRankFlowLinear, LUFlowLinear
-from plugins.nn.made import ConditionalMADE
-from plugins.nn.optim import AdaBelief
-from plugins.nn.runtime import resolve_device
-from plugins.nn.sampling import finite_draws
-from plugins.nn.spline import params_per_dim, rq_spline
+from dpgym import Budget, GeneratorSpec, Guarantee, Ledger, Schema, hookimpl
+from dpgym.encoding import levels, missing_rows
+from dpgym.privacy.dpsgd import DPSGD
+from dpgym.schema import Column, ColumnKind
+from dpgym.plugins.nn.flow_linear import LowRankFlowLinear, LUFlowLinear
+from dpgym.plugins.nn.made import ConditionalMADE
+from dpgym.plugins.nn.optim import AdaBelief
+from dpgym.plugins.nn.runtime import resolve_device
+from dpgym.plugins.nn.sampling import finite_draws
+from dpgym.plugins.nn.spline import params_per_dim, rq_spline
 
 LOG_2PI = math.log(2 * math.pi)
 

@@ -49,10 +49,10 @@ import pandas as pd
 import torch
 from torch import Tensor, nn
 
-from harness import Budget, GeneratorSpec, Guarantee, Ledger, LedgerEntry, Schema, hookimpl
-from harness.privacy import calibrate_gaussian
-from plugins.nn.runtime import resolve_device, single_thread
-from plugins.nn.tabular import (
+from dpgym import Budget, GeneratorSpec, Guarantee, Ledger, LedgerEntry, Schema, hookimpl
+from dpgym.privacy import calibrate_gaussian
+from dpgym.plugins.nn.runtime import resolve_device, single_thread
+from dpgym.plugins.nn.tabular import (
     sample_labelled,
     EncodedOutput,
     LabelledLayout,

@@ -1,7 +1,7 @@
 """DP-MoG: DP-EM for a Gaussian mixture (Park, Foulds, Chaudhuri & Welling, AISTATS 2017), the
 baseline of DP-NF (dp-nf spec §2), with exact log_prob.
 
-Rows are mapped into the unit ball by a public affine map (`plugins.nn.space`). EM runs J
+Rows are mapped into the unit ball by a public affine map (`dpgym.plugins.nn.space`). EM runs J
 iterations from a data-independent start (Latin-hypercube means, Σ_k = I, uniform weights;
 spec §2.2). Each M-step is the baseline's MAP update under its Normal-inverse-Wishart prior
 (m₀ = 0, κ₀ = 1.01, S₀ = 0.1·I, ν₀ = D + 1), computed from Gaussian-noised expected sufficient
@@ -32,9 +32,9 @@ import pandas as pd
 from scipy.special import logsumexp
 from scipy.stats import qmc
 
-from harness import Budget, GeneratorSpec, Guarantee, Ledger, LedgerEntry, Schema, hookimpl
-from harness.privacy.mechanisms import gaussian_epsilon
-from plugins.nn.space import DensitySpace, project_to_unit_ball
+from dpgym import Budget, GeneratorSpec, Guarantee, Ledger, LedgerEntry, Schema, hookimpl
+from dpgym.privacy.mechanisms import gaussian_epsilon
+from dpgym.plugins.nn.space import DensitySpace, project_to_unit_ball
 
 RELEASES_PER_ITERATION = 3  # soft counts, first moments, second moments
 COUNT_FLOOR = 1.01  # the baseline's floor on N_k (spec §2.2, E-step)
@@ -137,7 +137,7 @@ def composed_epsilon(noise_multiplier: float, releases: int, delta: float, accou
     if accountant == "zcdp":  # Bun & Steinke 2016, Prop. 1.3 and 1.6
         rho = releases / (2 * noise_multiplier**2)
         return rho + 2 * math.sqrt(rho * math.log(1 / delta))
-    from harness.privacy.accountants import Phase, RDPAccountant  # the moments accountant, per-order sum
+    from dpgym.privacy.accountants import Phase, RDPAccountant  # the moments accountant, per-order sum
 
     return RDPAccountant().epsilon([Phase(1.0, noise_multiplier, releases)], delta)
 

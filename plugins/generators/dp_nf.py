@@ -1,8 +1,8 @@
 """DP-NF (Waites & Cummings 2021): a masked autoregressive flow trained by maximum likelihood with
 DP-SGD through the harness's engine, with exact log_prob (dp-nf spec §1).
 
-Model: `plugins.nn.flows.MAF`, [MADE(D→100→100→2D), reverse, ActNorm(identity init)] × 5 over
-N(0, I) (spec §1.2, §6.2), trained in a public working space (`plugins.nn.space`; for Life Science
+Model: `dpgym.plugins.nn.flows.MAF`, [MADE(D→100→100→2D), reverse, ActNorm(identity init)] × 5 over
+N(0, I) (spec §1.2, §6.2), trained in a public working space (`dpgym.plugins.nn.space`; for Life Science
 "box" is the identity, i.e. the paper's max-norm space). Optimiser Adam(β = 0.9, 0.999), lr 7e-4,
 no weight decay; flat (global-norm) clipping at C = 12 (spec §6.2, A6). Deviation: α is soft-clamped
 to |α| ≤ 7 by default (`alpha_bound`, spec A17); unbounded α overflowed to non-finite parameters
@@ -16,7 +16,7 @@ spec A4), capped at `max_steps` for the compute budget; the engine then sets σ 
 budget. The claim uses a rigorous accountant (PRV by default, or RDP); the paper's GDP-CLT figure
 for the same run is recorded beside it, labelled as an approximation.
 
-Optional prior "dp_mog": a K-component Gaussian mixture fitted with DP-EM (`plugins.generators.dp_mog`)
+Optional prior "dp_mog": a K-component Gaussian mixture fitted with DP-EM (`dpgym.plugins.generators.dp_mog`)
 on the same working-space rows, frozen, replacing N(0, I) (spec §3.1). Its 3J Gaussian releases
 are composed with DP-SGD on the accountant's curve (spec A15): the prior gets a fixed noise
 multiplier chosen for `prior_epsilon_share` of ε alone, and the engine calibrates σ for the
@@ -33,16 +33,16 @@ import numpy as np
 import pandas as pd
 import torch
 
-from harness import Budget, GeneratorSpec, Guarantee, Ledger, LedgerEntry, Schema, hookimpl
-from harness.privacy.accountants import Accountant, GDPAccountant, Phase, RDPAccountant, make_accountant
-from harness.privacy.accountants import _RDP_CONVERSIONS
-from harness.privacy.accountants import PRVAccountant as _PRV
-from harness.privacy.dpsgd import DPSGD
-from plugins.generators import dp_mog
-from plugins.nn.flows import LOG_2PI, MAF
-from plugins.nn.runtime import single_thread
-from plugins.nn.sampling import finite_draws
-from plugins.nn.space import DensitySpace, project_to_unit_ball
+from dpgym import Budget, GeneratorSpec, Guarantee, Ledger, LedgerEntry, Schema, hookimpl
+from dpgym.privacy.accountants import Accountant, GDPAccountant, Phase, RDPAccountant, make_accountant
+from dpgym.privacy.accountants import _RDP_CONVERSIONS
+from dpgym.privacy.accountants import PRVAccountant as _PRV
+from dpgym.privacy.dpsgd import DPSGD
+from dpgym.plugins.generators import dp_mog
+from dpgym.plugins.nn.flows import LOG_2PI, MAF
+from dpgym.plugins.nn.runtime import single_thread
+from dpgym.plugins.nn.sampling import finite_draws
+from dpgym.plugins.nn.space import DensitySpace, project_to_unit_ball
 
 PRIORS = ("normal", "dp_mog")
 EVAL_BATCH = 4096

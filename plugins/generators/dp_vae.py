@@ -32,13 +32,13 @@ import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 
-from harness import Budget, GeneratorSpec, Guarantee, Ledger, Schema, hookimpl
-from harness.privacy.accountants import Accountant, Phase
-from harness.privacy.dpsgd import DPSGD
-from plugins.generators.dp_autogan import make_plan_accountant
-from plugins.nn.mixed import MixedEncoding
-from plugins.nn.phases import PlainPhase
-from plugins.nn.runtime import resolve_device, single_thread
+from dpgym import Budget, GeneratorSpec, Guarantee, Ledger, Schema, hookimpl
+from dpgym.privacy.accountants import Accountant, Phase
+from dpgym.privacy.dpsgd import DPSGD
+from dpgym.plugins.generators.dp_autogan import make_plan_accountant
+from dpgym.plugins.nn.mixed import MixedEncoding
+from dpgym.plugins.nn.phases import PlainPhase
+from dpgym.plugins.nn.runtime import resolve_device, single_thread
 
 ARCHITECTURES = ("autogan", "sap")
 # The paper's DP-VAE noise multipliers (spec §2.3: ψ = 5 / 4 / 2), by the ε they were run at.

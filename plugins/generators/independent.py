@@ -19,9 +19,9 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from harness import Budget, GeneratorSpec, Guarantee, Ledger, LedgerEntry, Schema, hookimpl
-from harness.privacy import calibrate_gaussian
-from harness.schema import Column, ColumnKind
+from dpgym import Budget, GeneratorSpec, Guarantee, Ledger, LedgerEntry, Schema, hookimpl
+from dpgym.privacy import calibrate_gaussian
+from dpgym.schema import Column, ColumnKind
 
 
 @dataclass(frozen=True)

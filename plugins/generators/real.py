@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from harness import Budget, GeneratorSpec, Guarantee, Ledger, Schema, hookimpl
+from dpgym import Budget, GeneratorSpec, Guarantee, Ledger, Schema, hookimpl
 
 
 class Real:

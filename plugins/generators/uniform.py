@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from harness import Budget, GeneratorSpec, Guarantee, Ledger, Schema, hookimpl
-from harness.schema import ColumnKind
+from dpgym import Budget, GeneratorSpec, Guarantee, Ledger, Schema, hookimpl
+from dpgym.schema import ColumnKind
 
 
 class Uniform:

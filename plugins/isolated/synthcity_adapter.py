@@ -1,4 +1,4 @@
-"""synthcity's private generators, run inside `.venv-synthcity` by `harness.isolation`.
+"""synthcity's private generators, run inside `.venv-synthcity` by `dpgym.isolation`.
 
 This module is imported only in that environment (synthcity pins torch < 2.3 and numpy < 2): it
 must not import dpgym. The host side, with the guarantee labels and the reasons for them, is

@@ -1,5 +1,5 @@
 """Audit checks specific to the exponential mechanism (expm-nf spec §9 item 8, §10); the generic
-group-privacy check and the verdicts live in `harness.audit`.
+group-privacy check and the verdicts live in `dpgym.audit`.
 
 **Exact-ExpM bound**: for ExpM with any prior symmetric under θ → −θ and rotation-invariant in w,
 AUC depends only on w's direction, E_π[Σ loss] ≤ n/2 and the summed loss is ≥ L*, so by Jensen
@@ -20,8 +20,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from harness.audit import Finding, clopper_pearson
-from plugins.learners.logistic import aucs_of_directions, summed_l2
+from dpgym.audit import Finding, clopper_pearson
+from dpgym.plugins.learners.logistic import aucs_of_directions, summed_l2
 
 
 def random_direction_aucs(x_test: torch.Tensor, y_test: np.ndarray, draws: int, seed: int) -> np.ndarray:
@@ -121,6 +121,6 @@ def toy_exact_check(learner_factory, epsilon: float, n: int = 300, half_width: f
 
 
 def _fit_toy(learner, x: torch.Tensor, y: torch.Tensor, epsilon: float, seed: int):
-    from plugins.learners.expm_nf_lr import fit_flow
+    from dpgym.plugins.learners.expm_nf_lr import fit_flow
 
     return fit_flow(learner, x, y, None, beta=epsilon / 2, seed=seed)

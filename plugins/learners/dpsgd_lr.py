@@ -13,11 +13,11 @@ import pandas as pd
 import torch
 from torch import nn
 
-from harness import Budget, Guarantee, Ledger, LearnerSpec, Schema, hookimpl
-from harness.privacy.accountants import PRVAccountant
-from harness.privacy.dpsgd import DPSGD
-from plugins.learners.features import Design
-from plugins.learners.logistic import LogisticModel, OneModelLearner, per_example_loss
+from dpgym import Budget, Guarantee, Ledger, LearnerSpec, Schema, hookimpl
+from dpgym.privacy.accountants import PRVAccountant
+from dpgym.privacy.dpsgd import DPSGD
+from dpgym.plugins.learners.features import Design
+from dpgym.plugins.learners.logistic import LogisticModel, OneModelLearner, per_example_loss
 
 
 class DPSGDLR(OneModelLearner):

@@ -22,10 +22,10 @@ import numpy as np
 import pandas as pd
 import torch
 
-from harness import Budget, Guarantee, Ledger, LearnerSpec, LedgerEntry, Schema, hookimpl
-from plugins.learners.features import Design
-from plugins.learners.logistic import LogisticModel, summed_l2
-from plugins.nn.param_flows import LAYERS, Affine, ParameterFlow
+from dpgym import Budget, Guarantee, Ledger, LearnerSpec, LedgerEntry, Schema, hookimpl
+from dpgym.plugins.learners.features import Design
+from dpgym.plugins.learners.logistic import LogisticModel, summed_l2
+from dpgym.plugins.nn.param_flows import LAYERS, Affine, ParameterFlow
 
 MODES = ("paper", "proper")
 AUDIT_DIRECTIONS = 50_000  # random directions estimating the base measure π(AUC ≥ t)
@@ -108,8 +108,8 @@ class ExpMNFLR:
     # --- audit ----------------------------------------------------------------------------------
     def audit_findings(self, split, schema: Schema, budget: Budget, real_aucs: np.ndarray) -> list:
         """The exact-ExpM bound on the released models' median AUC (plugins/learners/audit.py)."""
-        from plugins.learners import audit
-        from plugins.learners.nonprivate_lr import fit_logistic
+        from dpgym.plugins.learners import audit
+        from dpgym.plugins.learners.nonprivate_lr import fit_logistic
 
         design = self.design_
         x, y = torch.as_tensor(design.features(split.train)), torch.as_tensor(design.labels(split.train))

@@ -7,8 +7,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from harness.encoding import TableEncoder
-from harness.schema import ColumnKind, Schema
+from dpgym.encoding import TableEncoder
+from dpgym.schema import ColumnKind, Schema
 
 # Population weights are not features (expm-nf spec §8 item 3: no DP method weights the loss).
 NOT_FEATURES = frozenset({"fnlwgt"})

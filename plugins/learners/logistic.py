@@ -12,7 +12,7 @@ from sklearn.metrics import roc_auc_score
 from torch import Tensor
 from torch.nn import functional as F
 
-from plugins.learners.features import Design
+from dpgym.plugins.learners.features import Design
 
 
 @dataclass(frozen=True)

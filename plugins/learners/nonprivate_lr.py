@@ -9,9 +9,9 @@ import numpy as np
 import pandas as pd
 import torch
 
-from harness import Budget, Guarantee, Ledger, LearnerSpec, Schema, hookimpl
-from plugins.learners.features import Design
-from plugins.learners.logistic import LogisticModel, OneModelLearner, per_example_loss
+from dpgym import Budget, Guarantee, Ledger, LearnerSpec, Schema, hookimpl
+from dpgym.plugins.learners.features import Design
+from dpgym.plugins.learners.logistic import LogisticModel, OneModelLearner, per_example_loss
 
 
 class NonPrivateLR(OneModelLearner):

@@ -13,11 +13,11 @@ from dataclasses import replace
 import numpy as np
 import pandas as pd
 
-from harness import Budget, GeneratorSpec, Guarantee, Ledger, LearnerSpec, Schema, hookimpl
-from harness.registry import Registry
-from plugins.learners.features import Design
-from plugins.learners.logistic import LogisticModel, OneModelLearner
-from plugins.learners.nonprivate_lr import fit_logistic
+from dpgym import Budget, GeneratorSpec, Guarantee, Ledger, LearnerSpec, Schema, hookimpl
+from dpgym.registry import Registry
+from dpgym.plugins.learners.features import Design
+from dpgym.plugins.learners.logistic import LogisticModel, OneModelLearner
+from dpgym.plugins.learners.nonprivate_lr import fit_logistic
 
 
 class ViaSynthetic(OneModelLearner):

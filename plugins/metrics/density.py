@@ -50,7 +50,7 @@ import pandas as pd
 from scipy.special import expit
 from sklearn.metrics import roc_auc_score
 
-from harness import Direction, MetricContext, MetricResult, MetricSpec, hookimpl
+from dpgym import Direction, MetricContext, MetricResult, MetricSpec, hookimpl
 
 LOW_BAND, HIGH_BAND = (5, 30), (70, 95)
 
@@ -147,8 +147,8 @@ def flow_log_probs(part: np.ndarray, queries: np.ndarray, seed: int, steps: int)
     plain maximum likelihood: Adam, minibatches drawn with replacement, a fixed number of steps."""
     import torch
 
-    from plugins.nn.flows import MAF
-    from plugins.nn.runtime import single_thread
+    from dpgym.plugins.nn.flows import MAF
+    from dpgym.plugins.nn.runtime import single_thread
 
     with single_thread(), torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)

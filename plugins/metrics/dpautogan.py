@@ -24,8 +24,8 @@ from sklearn.ensemble import RandomForestClassifier
 from sklearn.linear_model import Lasso, LogisticRegression
 from sklearn.metrics import accuracy_score, f1_score, r2_score, roc_auc_score
 
-from harness import Column, ColumnKind, Direction, MetricContext, MetricResult, MetricSpec, Schema, hookimpl
-from plugins.metrics.utility import encode_features
+from dpgym import Column, ColumnKind, Direction, MetricContext, MetricResult, MetricSpec, Schema, hookimpl
+from dpgym.plugins.metrics.utility import encode_features
 
 PAPER_VIEWS: dict[str, tuple[str, ...]] = {"adult": ("fnlwgt", "education")}  # columns the paper drops
 PREVALENCE_FLOOR = 0.01  # binary data: features with < 1% ones in real train are left out (App. D.1, Fig. 12)

@@ -25,9 +25,9 @@ import numpy as np
 import pandas as pd
 from scipy.stats import kendalltau, ks_2samp
 
-from harness.hookspecs import hookimpl
-from harness.schema import Column, ColumnKind, Schema
-from harness.specs import Direction, MetricContext, MetricResult, MetricSpec
+from dpgym.hookspecs import hookimpl
+from dpgym.schema import Column, ColumnKind, Schema
+from dpgym.specs import Direction, MetricContext, MetricResult, MetricSpec
 
 TVD_BINS = 20
 EXACT_INTEGER_VALUES = 50

@@ -28,10 +28,10 @@ import pandas as pd
 from sklearn.metrics import mean_squared_error
 from sklearn.neighbors import KNeighborsRegressor
 
-from harness.executors import cell_threads
-from harness.hookspecs import hookimpl
-from harness.schema import Schema
-from harness.specs import Direction, MetricContext, MetricResult, MetricSpec
+from dpgym.executors import cell_threads
+from dpgym.hookspecs import hookimpl
+from dpgym.schema import Schema
+from dpgym.specs import Direction, MetricContext, MetricResult, MetricSpec
 
 OPTIONS: dict[str, Any] = {"target": None, "neighbours": 5}
 

@@ -50,10 +50,10 @@ from sklearn.tree import DecisionTreeClassifier
 from threadpoolctl import threadpool_limits
 from xgboost import XGBClassifier
 
-from harness.executors import cell_threads
-from harness.hookspecs import hookimpl
-from harness.schema import Column, Schema
-from harness.specs import Direction, MetricContext, MetricResult, MetricSpec
+from dpgym.executors import cell_threads
+from dpgym.hookspecs import hookimpl
+from dpgym.schema import Column, Schema
+from dpgym.specs import Direction, MetricContext, MetricResult, MetricSpec
 
 # Bounds the cost on large tables (Census, Covertype, Intrusion): above this many synthetic rows the
 # classifiers train on a seeded uniform subsample without replacement.
@@ -108,7 +108,7 @@ def encode_features(frame: pd.DataFrame, columns: Iterable[Column]) -> np.ndarra
 
     One-hot over the schema's categories (a missing value is all zeros); numeric columns min-max
     scaled by the public bounds, with a missing-indicator column when the column is nullable.
-    `harness.encoding.TableEncoder` (the generators' encoding) instead gives a missing value a slot
+    `dpgym.encoding.TableEncoder` (the generators' encoding) instead gives a missing value a slot
     of its own; for these classifiers the two carry the same information.
     """
     blocks = []

@@ -5,7 +5,7 @@ clipped per example with the data term (DP-HFlow spec A10, §3.4).
 `LowRankLinear.log_abs_det()` called outside the forward pass would hand its gradient to the
 parameters directly, skipping per-example clipping (the DP-SGD engine refuses that). Here the layer
 returns [W x + b | log|det W|] per row; the per-example gradient of row n is the data path (eqs. 3–4
-of the paper, `plugins.nn.layers`) plus e_n[d] · ∂log|det W|/∂θ, where e_n[d] is the output
+of the paper, `dpgym.plugins.nn.layers`) plus e_n[d] · ∂log|det W|/∂θ, where e_n[d] is the output
 gradient of that row's log-det column (−1 for a negative log-likelihood). The log-det gradient is
 data-independent but must stay inside the clipped per-example gradient: under Poisson sampling an
 unclipped term summed over the batch would leak the batch size.
@@ -17,7 +17,7 @@ import torch
 from opacus.grad_sample import register_grad_sampler
 from torch import Tensor, nn
 
-from plugins.nn.layers import LowRankLinear, LULinear, low_rank_grad_sample, lu_grad_sample
+from dpgym.plugins.nn.layers import LowRankLinear, LULinear, low_rank_grad_sample, lu_grad_sample
 
 
 class LogDetOutput:

@@ -3,7 +3,7 @@
 sequential sampling.
 
 Every trainable layer has a per-example gradient rule, so the DP-SGD engine clips it: MADE uses
-`plugins.nn.layers.MaskedLinear`; `ActNorm` returns its log-determinant as an extra output column,
+`dpgym.plugins.nn.layers.MaskedLinear`; `ActNorm` returns its log-determinant as an extra output column,
 so that data-independent term reaches its parameters through the layer's output (the engine
 refuses gradients that bypass a layer's forward, which would skip clipping).
 """
@@ -16,8 +16,8 @@ import torch
 from opacus.grad_sample import register_grad_sampler
 from torch import Tensor, nn
 
-from harness.privacy.clipping import MaterializedGrad, register_fast_rule
-from plugins.nn.layers import MaskedLinear, made_masks
+from dpgym.privacy.clipping import MaterializedGrad, register_fast_rule
+from dpgym.plugins.nn.layers import MaskedLinear, made_masks
 
 LOG_2PI = math.log(2 * math.pi)
 

@@ -5,7 +5,7 @@ The context q(j) = Eᵀ onehot(j) is an unmasked input added to every pre-activa
 W_c (nflows-style conditional MADE), which keeps the outputs autoregressive in x. Every layer is a
 plain or masked linear layer, so per-example gradients come from their registered rules; a layer
 used by k blocks in one forward pass gets the sum of its k per-example gradients, kept factored
-(`plugins.nn.shared`) until the engine clips it.
+(`dpgym.plugins.nn.shared`) until the engine clips it.
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 
-from plugins.nn.layers import made_masks
-from plugins.nn.shared import SharedLinear, SharedMaskedLinear
+from dpgym.plugins.nn.layers import made_masks
+from dpgym.plugins.nn.shared import SharedLinear, SharedMaskedLinear
 
 
 class ConditionalMADE(nn.Module):

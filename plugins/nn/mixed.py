@@ -20,8 +20,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from harness.encoding import levels, missing_rows
-from harness.schema import Column, ColumnKind, Schema
+from dpgym.encoding import levels, missing_rows
+from dpgym.schema import Column, ColumnKind, Schema
 
 
 @dataclass(frozen=True)

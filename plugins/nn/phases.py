@@ -1,5 +1,5 @@
 """Training phases with the DP engine's interface (`batches()`, `step(per_example_loss)`), so one
-training loop serves a private fit (`harness.privacy.dpsgd.PrivatePhase`) and a non-private one
+training loop serves a private fit (`dpgym.privacy.dpsgd.PrivatePhase`) and a non-private one
 (ε = ∞: `PlainPhase`, no clipping, no noise, same Poisson batches and the same 1/(q·m) scaling).
 """
 

@@ -17,8 +17,8 @@ from torch import Tensor, nn
 
 from opacus.grad_sample.linear import compute_linear_grad_sample
 
-from harness.privacy.clipping import LayerGrad, MaterializedGrad, finite_examples, register_fast_rule, zero_examples
-from plugins.nn.layers import MaskedLinear, masked_linear_grad_sample
+from dpgym.privacy.clipping import LayerGrad, MaterializedGrad, finite_examples, register_fast_rule, zero_examples
+from dpgym.plugins.nn.layers import MaskedLinear, masked_linear_grad_sample
 
 
 L1_CHUNK = 16

@@ -14,7 +14,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from harness.schema import Column, ColumnKind, Schema
+from dpgym.schema import Column, ColumnKind, Schema
 
 SCALINGS = ("box", "ball")
 

@@ -17,8 +17,8 @@ import torch
 from torch import Tensor, nn
 
 
-from harness.encoding import TableEncoder
-from harness.schema import Schema
+from dpgym.encoding import TableEncoder
+from dpgym.schema import Schema
 
 
 

@@ -6,8 +6,8 @@ from importlib.metadata import entry_points
 
 import pytest
 
-from harness.registry import Registry
-from plugins.datasets import census, covertype, intrusion, lifesci, toy2d, user_csv
+from dpgym.registry import Registry
+from dpgym.plugins.datasets import census, covertype, intrusion, lifesci, toy2d, user_csv
 
 PLUGINS = {
     "intrusion": intrusion, "census": census, "lifesci": lifesci,

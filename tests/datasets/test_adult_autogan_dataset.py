@@ -5,10 +5,10 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from harness import ColumnKind
-from plugins.datasets import adult_autogan
-from plugins.metrics.dpautogan import diversity_columns, label_features
-from plugins.nn.mixed import MixedEncoding
+from dpgym import ColumnKind
+from dpgym.plugins.datasets import adult_autogan
+from dpgym.plugins.metrics.dpautogan import diversity_columns, label_features
+from dpgym.plugins.nn.mixed import MixedEncoding
 
 
 @pytest.fixture(scope="module")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from plugins.datasets import census
+from dpgym.plugins.datasets import census
 
 
 def test_census_has_the_official_split_and_label_counts(census_split):

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from harness.datafiles import REPO_DATA, DatasetUnavailable, data_root, verified
-from plugins.datasets import adult, census, intrusion, lifesci
+from dpgym.datafiles import REPO_DATA, DatasetUnavailable, data_root, verified
+from dpgym.plugins.datasets import adult, census, intrusion, lifesci
 
 FILES = {
     "census": (census.load, census.FILES),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from harness.registry import PluginError
+from dpgym.registry import PluginError
 
 NAMES = ["intrusion", "intrusion23", "census", "lifesci", "covertype", "half_moons", "pinwheel", "eight_gaussians", "csv"]
 

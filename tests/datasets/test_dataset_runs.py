@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import json
 
-from harness.report import write_report
-from harness.runner import run_suite
-from harness.store import RunStore
-from harness.suite import GeneratorConfig, Suite
+from dpgym.report import write_report
+from dpgym.runner import run_suite
+from dpgym.store import RunStore
+from dpgym.suite import GeneratorConfig, Suite
 from tests.datasets.test_user_csv_dataset import SCHEMA, people
 
 SMOKE = tuple(GeneratorConfig(g) for g in ("uniform", "independent", "real"))
@@ -35,7 +35,7 @@ def test_a_user_csv_with_a_reviewed_schema_runs_through_the_smoke_generators(reg
 
 
 def test_every_cell_on_an_unreviewed_schema_records_the_warning(registry, tmp_path):
-    from harness.inference import draft_toml, infer_schema, read_table
+    from dpgym.inference import draft_toml, infer_schema, read_table
 
     people(200).to_csv(tmp_path / "people.csv", index=False)
     draft = infer_schema(read_table(tmp_path / "people.csv"), "people")

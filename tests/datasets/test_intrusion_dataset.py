@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from plugins.datasets import intrusion
+from dpgym.plugins.datasets import intrusion
 
 # Published label counts of the KDD Cup 99 10% file (datasets/SOURCES.md).
 LABELS = {

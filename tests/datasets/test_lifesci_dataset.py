@@ -6,8 +6,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from harness.registry import PluginError
-from plugins.datasets import lifesci
+from dpgym.registry import PluginError
+from dpgym.plugins.datasets import lifesci
 
 
 def test_fold_one_is_the_plain_dataset(registry):

@@ -1,13 +1,13 @@
-"""NAME:undersample=r[,test=f]: DP-MERF's preparation as a dataset variant (plugins.datasets.parametric)."""
+"""NAME:undersample=r[,test=f]: DP-MERF's preparation as a dataset variant (dpgym.plugins.datasets.parametric)."""
 
 from __future__ import annotations
 
 import pandas as pd
 import pytest
 
-from harness.cli import _dataset_names
-from harness.registry import PluginError
-from plugins.datasets import adult, census
+from dpgym.cli import _dataset_names
+from dpgym.registry import PluginError
+from dpgym.plugins.datasets import adult, census
 
 
 def _counts(frame: pd.DataFrame, target: str) -> dict[str, int]:

@@ -8,8 +8,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.pandas import column, data_frames, range_indexes
 
-from harness import ColumnKind, Schema, SchemaError
-from harness.inference import draft_toml, infer_schema, read_table
+from dpgym import ColumnKind, Schema, SchemaError
+from dpgym.inference import draft_toml, infer_schema, read_table
 
 
 def frame() -> pd.DataFrame:
@@ -79,7 +79,7 @@ def test_typed_frames_are_inferred_too():
 
 
 def test_cli_schema_infer_writes_a_draft_and_never_overwrites(tmp_path, capsys):
-    from harness.cli import main
+    from dpgym.cli import main
 
     frame().to_csv(tmp_path / "survey.csv", index=False)
     out = tmp_path / "survey.schema.toml"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from plugins.datasets import toy2d
+from dpgym.plugins.datasets import toy2d
 
 NAMES = ["half_moons", "pinwheel", "eight_gaussians"]
 

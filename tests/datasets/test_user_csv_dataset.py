@@ -8,11 +8,11 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from harness import SchemaError
-from harness.datafiles import DatasetUnavailable
-from harness.inference import UnreviewedSchemaWarning, draft_toml, infer_schema, read_table
-from harness.registry import PluginError
-from plugins.datasets import user_csv
+from dpgym import SchemaError
+from dpgym.datafiles import DatasetUnavailable
+from dpgym.inference import UnreviewedSchemaWarning, draft_toml, infer_schema, read_table
+from dpgym.registry import PluginError
+from dpgym.plugins.datasets import user_csv
 
 SCHEMA = """\
 name = "people"

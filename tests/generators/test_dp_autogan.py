@@ -10,12 +10,12 @@ import pytest
 import torch
 from torch import nn
 
-from harness import Budget, Guarantee
-from harness.privacy.accountants import Phase, RDPAccountant
-from harness.privacy.reaccount import reaccount
-from harness.specs import SpecError
-from plugins.generators import dp_autogan
-from plugins.generators.dp_autogan import (
+from dpgym import Budget, Guarantee
+from dpgym.privacy.accountants import Phase, RDPAccountant
+from dpgym.privacy.reaccount import reaccount
+from dpgym.specs import SpecError
+from dpgym.plugins.generators import dp_autogan
+from dpgym.plugins.generators.dp_autogan import (
     PRESETS,
     SPEC,
     build_autoencoder,

@@ -8,9 +8,9 @@ import pandas as pd
 import pytest
 import torch
 
-from harness import Budget, Guarantee
-from harness.privacy import reaccount
-from plugins.generators import dp_cgan
+from dpgym import Budget, Guarantee
+from dpgym.privacy import reaccount
+from dpgym.plugins.generators import dp_cgan
 
 SMALL = {"steps": 6, "batch_size": 32, "hidden": 16, "noise_dim": 8}
 

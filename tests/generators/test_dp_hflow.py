@@ -12,16 +12,16 @@ import torch
 from torch import nn
 from torch.func import functional_call, grad, vmap
 
-from harness import Budget, Column, ColumnKind, Schema
-from harness.privacy.clipping import Flat, PerLayer, PerUnit, Sparse, split_clip_norm
-from harness.privacy.dpsgd import _HookEngine, _OpacusEngine
-from harness.specs import SpecError
-from plugins.generators import dp_hflow
-from plugins.generators.dp_hflow import SPEC, HFlow, Layout, VariationalDequantizer
-from plugins.nn.flow_linear import LowRankFlowLinear, LUFlowLinear
-from plugins.nn.layers import made_masks
-from plugins.nn.shared import SharedMaskedLinear, SharedOuterProductGrad
-from plugins.nn.spline import params_per_dim, rq_spline
+from dpgym import Budget, Column, ColumnKind, Schema
+from dpgym.privacy.clipping import Flat, PerLayer, PerUnit, Sparse, split_clip_norm
+from dpgym.privacy.dpsgd import _HookEngine, _OpacusEngine
+from dpgym.specs import SpecError
+from dpgym.plugins.generators import dp_hflow
+from dpgym.plugins.generators.dp_hflow import SPEC, HFlow, Layout, VariationalDequantizer
+from dpgym.plugins.nn.flow_linear import LowRankFlowLinear, LUFlowLinear
+from dpgym.plugins.nn.layers import made_masks
+from dpgym.plugins.nn.shared import SharedMaskedLinear, SharedOuterProductGrad
+from dpgym.plugins.nn.spline import params_per_dim, rq_spline
 
 
 @pytest.fixture(autouse=True, scope="module")

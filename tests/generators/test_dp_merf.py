@@ -9,10 +9,10 @@ import pandas as pd
 import pytest
 import torch
 
-from harness import Budget, Column, ColumnKind, Guarantee, Schema
-from harness.privacy import calibrate_gaussian, reaccount
-from plugins.generators import dp_merf
-from plugins.nn.tabular import LabelledLayout
+from dpgym import Budget, Column, ColumnKind, Guarantee, Schema
+from dpgym.privacy import calibrate_gaussian, reaccount
+from dpgym.plugins.generators import dp_merf
+from dpgym.plugins.nn.tabular import LabelledLayout
 
 SMALL = {"num_features": 64, "iterations": 5, "batch_size": 64}
 
@@ -66,7 +66,7 @@ def test_removing_any_row_moves_the_release_by_the_stated_sensitivity(adult_rows
 
 
 def test_sensitivity_follows_the_kinds_of_feature_columns(small_schema, small_frame):
-    from harness import Column, ColumnKind, Schema
+    from dpgym import Column, ColumnKind, Schema
 
     numeric_only = Schema("n", (Column("a", ColumnKind.CONTINUOUS, min=0, max=1),
                                 Column("y", ColumnKind.BINARY, categories=("0", "1"))), target="y")

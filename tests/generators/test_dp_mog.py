@@ -9,9 +9,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from harness import Budget, Column, ColumnKind, Guarantee, Schema
-from harness.privacy.reaccount import reaccount
-from plugins.generators.dp_mog import (
+from dpgym import Budget, Column, ColumnKind, Guarantee, Schema
+from dpgym.privacy.reaccount import reaccount
+from dpgym.plugins.generators.dp_mog import (
     SPEC,
     Mixture,
     SufficientStatistics,
@@ -19,7 +19,7 @@ from plugins.generators.dp_mog import (
     composed_epsilon,
     initial_mixture,
 )
-from plugins.nn.space import project_to_unit_ball
+from dpgym.plugins.nn.space import project_to_unit_ball
 
 SCHEMA = Schema("blobs", (Column("x", ColumnKind.CONTINUOUS, min=-4.0, max=4.0),
                           Column("y", ColumnKind.CONTINUOUS, min=-4.0, max=4.0),

@@ -9,14 +9,14 @@ import pytest
 import torch
 from torch.func import functional_call, grad, vmap
 
-from harness import Budget, Column, ColumnKind, Guarantee, Schema
-from harness.privacy.accountants import Phase, PRVAccountant
-from harness.privacy.clipping import Flat, split_clip_norm
-from harness.privacy.dpsgd import _HookEngine, _OpacusEngine
-from harness.privacy.reaccount import reaccount
-from plugins.generators.dp_nf import SPEC, GaussianMixturePrior
-from plugins.generators.dp_mog import Mixture
-from plugins.nn.flows import MADE, MAF
+from dpgym import Budget, Column, ColumnKind, Guarantee, Schema
+from dpgym.privacy.accountants import Phase, PRVAccountant
+from dpgym.privacy.clipping import Flat, split_clip_norm
+from dpgym.privacy.dpsgd import _HookEngine, _OpacusEngine
+from dpgym.privacy.reaccount import reaccount
+from dpgym.plugins.generators.dp_nf import SPEC, GaussianMixturePrior
+from dpgym.plugins.generators.dp_mog import Mixture
+from dpgym.plugins.nn.flows import MADE, MAF
 
 SCHEMA = Schema("ring", (Column("x", ColumnKind.CONTINUOUS, min=-3.0, max=3.0),
                          Column("y", ColumnKind.CONTINUOUS, min=-3.0, max=3.0),

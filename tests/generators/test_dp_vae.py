@@ -7,9 +7,9 @@ import math
 import pytest
 from torch import nn
 
-from harness import Budget, Guarantee
-from harness.privacy.reaccount import reaccount
-from plugins.generators.dp_vae import SPEC
+from dpgym import Budget, Guarantee
+from dpgym.privacy.reaccount import reaccount
+from dpgym.plugins.generators.dp_vae import SPEC
 
 TINY = {"steps": 15, "batch_size": 64}
 

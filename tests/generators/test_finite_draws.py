@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from plugins.nn.sampling import finite_draws
+from dpgym.plugins.nn.sampling import finite_draws
 
 
 def test_non_finite_rows_are_redrawn_and_counted():

@@ -7,11 +7,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from harness import Budget, Column, ColumnKind, Schema
-from harness.registry import Registry
-from plugins.generators.dp_autogan import PRESETS, build_discriminator
-from plugins.generators.dp_hflow import DEFAULTS as HFLOW_DEFAULTS
-from plugins.generators.dp_hflow import DPHFlow
+from dpgym import Budget, Column, ColumnKind, Schema
+from dpgym.registry import Registry
+from dpgym.plugins.generators.dp_autogan import PRESETS, build_discriminator
+from dpgym.plugins.generators.dp_hflow import DEFAULTS as HFLOW_DEFAULTS
+from dpgym.plugins.generators.dp_hflow import DPHFlow
 
 INF = Budget(float("inf"), 0.0)
 

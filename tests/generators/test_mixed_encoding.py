@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from harness import Column, ColumnKind, Schema
-from plugins.nn.mixed import MixedEncoding
+from dpgym import Column, ColumnKind, Schema
+from dpgym.plugins.nn.mixed import MixedEncoding
 
 
 def test_adult_layout_one_column_per_two_level_and_numeric_column(adult_schema):

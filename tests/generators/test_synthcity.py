@@ -12,15 +12,15 @@ from pathlib import Path
 
 import pytest
 
-from harness import Budget, Guarantee
-from harness.cli import main
-from harness.isolation import EnvironmentUnavailable
-from harness.registry import Registry
-from harness.runner import expand, run_suite
-from harness.store import RunStore
-from harness.suite import GeneratorConfig, Settings, Suite
-from harness.testing import CONFORMANCE_SCHEMA, conformance_table
-from plugins.generators.synthcity import SPECS, SYNTHCITY
+from dpgym import Budget, Guarantee
+from dpgym.cli import main
+from dpgym.isolation import EnvironmentUnavailable
+from dpgym.registry import Registry
+from dpgym.runner import expand, run_suite
+from dpgym.store import RunStore
+from dpgym.suite import GeneratorConfig, Settings, Suite
+from dpgym.testing import CONFORMANCE_SCHEMA, conformance_table
+from dpgym.plugins.generators.synthcity import SPECS, SYNTHCITY
 
 FAKE_SYNTHCITY = Path(__file__).resolve().parent.parent / "isolated" / "fake_synthcity"
 LABELS = {"synthcity_aim": Guarantee.NOMINAL, "synthcity_dpgan": Guarantee.NOMINAL,

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from harness import Guarantee, hookimpl
-from harness.isolation import Environment, isolated_spec
+from dpgym import Guarantee, hookimpl
+from dpgym.isolation import Environment, isolated_spec
 
 THROWAWAY = Environment(
     name="stdlib-test", python=".venv-isolation-test/bin/python", env_var="DPGYM_TEST_ISOLATED_PYTHON",

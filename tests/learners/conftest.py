@@ -7,11 +7,11 @@ from __future__ import annotations
 import pluggy
 import pytest
 
-from harness import hookspecs
-from harness.registry import Registry
-from plugins.datasets import adult_expm, intrusion
-from plugins.generators import independent, uniform
-from plugins.learners import dpsgd_lr, expm_nf_lr, nonprivate_lr, via_synthetic
+from dpgym import hookspecs
+from dpgym.registry import Registry
+from dpgym.plugins.datasets import adult_expm, intrusion
+from dpgym.plugins.generators import independent, uniform
+from dpgym.plugins.learners import dpsgd_lr, expm_nf_lr, nonprivate_lr, via_synthetic
 from tests.learners import faulty_learners, toy_learning
 
 

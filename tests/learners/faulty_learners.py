@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from harness import Guarantee, Ledger, LedgerEntry, LearnerSpec, hookimpl
-from plugins.learners.nonprivate_lr import NonPrivateLR
+from dpgym import Guarantee, Ledger, LedgerEntry, LearnerSpec, hookimpl
+from dpgym.plugins.learners.nonprivate_lr import NonPrivateLR
 
 
 class ClaimsLaplace(NonPrivateLR):

@@ -2,8 +2,8 @@
 
 import pytest
 
-from plugins.datasets import adult_expm
-from plugins.learners.features import Design
+from dpgym.plugins.datasets import adult_expm
+from dpgym.plugins.learners.features import Design
 
 
 @pytest.fixture(scope="module")

@@ -4,9 +4,9 @@ import numpy as np
 import pytest
 import torch
 
-from harness.audit import clopper_pearson, combine, group_privacy
-from plugins.learners import audit, logistic
-from plugins.learners.expm_nf_lr import ExpMNFLR
+from dpgym.audit import clopper_pearson, combine, group_privacy
+from dpgym.plugins.learners import audit, logistic
+from dpgym.plugins.learners.expm_nf_lr import ExpMNFLR
 
 RNG = np.random.default_rng(0)
 HIGH = 0.85 + 0.01 * RNG.standard_normal(1000)  # a learner that finds the signal

@@ -3,9 +3,9 @@ noise calibrated with PRV at small ε (where an RDP-seeded bracket fails)."""
 
 import pytest
 
-from harness import Budget, Guarantee
-from harness.privacy import reaccount
-from plugins.learners.dpsgd_lr import DPSGDLR
+from dpgym import Budget, Guarantee
+from dpgym.privacy import reaccount
+from dpgym.plugins.learners.dpsgd_lr import DPSGDLR
 
 
 @pytest.fixture(scope="module")

@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 import torch
 
-from harness import Budget, Guarantee
-from harness.privacy import reaccount
-from plugins.learners.expm_nf_lr import ExpMNFLR
-from plugins.learners.logistic import summed_l2
+from dpgym import Budget, Guarantee
+from dpgym.privacy import reaccount
+from dpgym.plugins.learners.expm_nf_lr import ExpMNFLR
+from dpgym.plugins.learners.logistic import summed_l2
 
 
 def test_summed_l2_utility_has_sensitivity_one_under_replace_one():

@@ -7,11 +7,11 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from harness.cli import build_parser, suite_from_args
-from harness.runner import expand, run_suite
-from harness.specs import SpecError
-from harness.store import RunStore
-from harness.suite import GeneratorConfig, Settings, Suite, SuiteError, suite_from_dict
+from dpgym.cli import build_parser, suite_from_args
+from dpgym.runner import expand, run_suite
+from dpgym.specs import SpecError
+from dpgym.store import RunStore
+from dpgym.suite import GeneratorConfig, Settings, Suite, SuiteError, suite_from_dict
 
 
 def test_suite_reads_learners_as_names_or_tables():
@@ -57,7 +57,7 @@ def test_a_learner_on_a_dataset_without_a_binary_target_is_refused_with_the_grid
 @pytest.fixture
 def few_directions(monkeypatch):
     """The exact-ExpM audit's base measure from 2,000 random directions instead of 50,000 (speed)."""
-    from plugins.learners import expm_nf_lr
+    from dpgym.plugins.learners import expm_nf_lr
 
     monkeypatch.setattr(expm_nf_lr, "AUDIT_DIRECTIONS", 2_000)
 
@@ -82,8 +82,8 @@ def test_learner_cells_score_auc_and_audit(tmp_path, learner_registry, few_direc
 
 
 def test_leaderboard_and_report_of_learners_carry_auc_fraction_and_verdict(tmp_path, learner_registry):
-    from harness.leaderboard import write_leaderboard
-    from harness.report.build import write_report
+    from dpgym.leaderboard import write_leaderboard
+    from dpgym.report.build import write_report
 
     # ε = 1e-3: PRV's error bar is clipped at 1e-4 (expm-nf spec §2), so DP-SGD cannot certify ε ≲ 1e-4
     suite = Suite(name="board", generators=(), datasets=("toy_learning",), epsilons=(1e-3,), seeds=(0, 1),
@@ -109,7 +109,7 @@ def test_draws_of_different_seeds_are_not_pooled_for_the_group_privacy_check():
     pass for 10,000 independent models and overstate the evidence. One model per seed is pooled."""
     import pandas as pd
 
-    from harness.leaderboard import _learning_columns
+    from dpgym.leaderboard import _learning_columns
 
     rng = np.random.default_rng(0)
     shifted = [list(rng.normal(0.6 + 0.02 * s, 0.001, 1000)) for s in range(10)]  # each seed its own spot

@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from plugins.nn.param_flows import Affine, ParameterFlow, Planar, Sylvester
+from dpgym.plugins.nn.param_flows import Affine, ParameterFlow, Planar, Sylvester
 
 
 @pytest.mark.parametrize("make", [lambda: Planar(4, init_scale=1.0), lambda: Sylvester(4, m=3, reflections=2, init_scale=1.0),

@@ -2,9 +2,9 @@
 
 import pytest
 
-from harness import Budget
-from harness.registry import PluginError
-from plugins.learners.via_synthetic import ViaSynthetic
+from dpgym import Budget
+from dpgym.registry import PluginError
+from dpgym.plugins.learners.via_synthetic import ViaSynthetic
 
 
 def test_resolved_learner_inherits_the_generators_guarantee(learner_registry):
@@ -27,9 +27,9 @@ def test_model_from_independent_histograms_spends_the_generators_ledger(toy_spli
 
 
 def test_bad_generator_params_are_a_user_error_before_any_cell_runs(learner_registry):
-    from harness.runner import expand
-    from harness.specs import SpecError
-    from harness.suite import GeneratorConfig, Suite
+    from dpgym.runner import expand
+    from dpgym.specs import SpecError
+    from dpgym.suite import GeneratorConfig, Suite
 
     bad = GeneratorConfig("via_synthetic:independent", {"generator_params": {"bogus": 1}}, kind="learner")
     suite = Suite("t", (), ("adult",), (1.0,), (0,), 1e-5, learners=(bad,))
@@ -39,7 +39,7 @@ def test_bad_generator_params_are_a_user_error_before_any_cell_runs(learner_regi
 
 def test_the_runners_device_reaches_a_generator_that_can_use_one(learner_registry):
     """Only generators taking `device` get one, so `--device` governs the generator inside the learner."""
-    from harness.registry import Registry
+    from dpgym.registry import Registry
 
     registry = Registry.discover()
     assert "device" in registry.get("learner", "via_synthetic:dp_merf").spec.defaults

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from harness import Column, ColumnKind, DatasetSpec, Schema, Split, hookimpl
+from dpgym import Column, ColumnKind, DatasetSpec, Schema, Split, hookimpl
 
 N_TRAIN, N_TEST = 3000, 1500
 

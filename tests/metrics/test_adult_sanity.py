@@ -6,8 +6,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from harness.specs import MetricContext
-from plugins.metrics import fidelity, utility
+from dpgym.specs import MetricContext
+from dpgym.plugins.metrics import fidelity, utility
 
 pytestmark = pytest.mark.slow
 

@@ -9,8 +9,8 @@ import pandas as pd
 import pytest
 from scipy.stats import multivariate_normal
 
-from harness import Column, ColumnKind, MetricContext, Schema
-from plugins.metrics.density import SPEC, tail_box_anomalies
+from dpgym import Column, ColumnKind, MetricContext, Schema
+from dpgym.plugins.metrics.density import SPEC, tail_box_anomalies
 
 SCHEMA = Schema("gauss", (Column("a", ColumnKind.CONTINUOUS, min=-10.0, max=10.0),
                           Column("b", ColumnKind.CONTINUOUS, min=-10.0, max=10.0),
@@ -90,7 +90,7 @@ def test_every_value_has_a_direction():
 
 
 def test_exponential_mechanism_ratio_is_bounded_by_e_to_the_epsilon():
-    from plugins.metrics.density import probability_in
+    from dpgym.plugins.metrics.density import probability_in
 
     k, eps = 10, 0.7
     votes = np.arange(k + 1)
@@ -102,7 +102,7 @@ def test_exponential_mechanism_ratio_is_bounded_by_e_to_the_epsilon():
 
 
 def test_dp_ad_accuracy_rises_from_a_coin_flip_towards_the_majority_vote():
-    from plugins.metrics.density import DP_AD_SPEC
+    from dpgym.plugins.metrics.density import DP_AD_SPEC
 
     result = DP_AD_SPEC.evaluate(context(None, n_test=1000, n_train=3000))
     accuracies = list(result.values.values())
@@ -112,7 +112,7 @@ def test_dp_ad_accuracy_rises_from_a_coin_flip_towards_the_majority_vote():
 
 
 def test_dp_ad_flow_ensemble_votes_on_the_same_partition_with_its_own_threshold():
-    from plugins.metrics.density import DP_AD_SPEC
+    from dpgym.plugins.metrics.density import DP_AD_SPEC
 
     options = DP_AD_SPEC.resolve_options({"families": ["mog", "nf"], "flow_steps": 30})
     result = DP_AD_SPEC.evaluate(replace(context(None, n_test=500, n_train=2000), options=options))
@@ -125,8 +125,8 @@ def test_dp_ad_flow_ensemble_votes_on_the_same_partition_with_its_own_threshold(
 
 @pytest.mark.parametrize("given", [{"families": []}, {"families": ["kde"]}, {"flow_steps": 0}, {"flow_step": 5}])
 def test_dp_ad_refuses_bad_options(given):
-    from harness.specs import SpecError
-    from plugins.metrics.density import DP_AD_SPEC
+    from dpgym.specs import SpecError
+    from dpgym.plugins.metrics.density import DP_AD_SPEC
 
     with pytest.raises(SpecError, match="dp_ad"):
         DP_AD_SPEC.resolve_options(given)
@@ -180,7 +180,7 @@ def test_zscoring_adds_a_log_std_only_for_the_values_a_row_has():
 @pytest.mark.parametrize("make_train", [lambda rows: rows.assign(b=1.0), lambda rows: with_missing_b(rows, 1)],
                          ids=["constant column", "missing values"])
 def test_dp_ad_models_constant_columns_and_missing_values(make_train):
-    from plugins.metrics.density import DP_AD_SPEC
+    from dpgym.plugins.metrics.density import DP_AD_SPEC
 
     ctx = context(None, n_test=500, n_train=1500)
     ctx = replace(ctx, schema=NULLABLE, train=make_train(ctx.train), test=with_missing_b(ctx.test, 2),
@@ -191,7 +191,7 @@ def test_dp_ad_models_constant_columns_and_missing_values(make_train):
 
 
 def test_dp_ad_on_a_dataset_without_numeric_columns_gets_no_value_and_says_why():
-    from plugins.metrics.density import DP_AD_SPEC
+    from dpgym.plugins.metrics.density import DP_AD_SPEC
 
     schema = Schema("labels", (Column("label", ColumnKind.BINARY, categories=("0", "1")),), target="label")
     rows = frame(100, 0)[["label"]]

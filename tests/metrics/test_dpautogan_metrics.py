@@ -11,9 +11,9 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from harness import Column, ColumnKind, MetricContext, Schema
-from plugins.datasets.mimic import load_standin, standin_schema
-from plugins.metrics.dpautogan import (
+from dpgym import Column, ColumnKind, MetricContext, Schema
+from dpgym.plugins.datasets.mimic import load_standin, standin_schema
+from dpgym.plugins.metrics.dpautogan import (
     category_distribution,
     diversity_columns,
     evaluate_diversity,

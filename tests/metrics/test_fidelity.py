@@ -9,10 +9,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from harness import hookspecs
-from harness.schema import Column, ColumnKind, Schema
-from harness.specs import Direction, MetricContext
-from plugins.metrics import fidelity
+from dpgym import hookspecs
+from dpgym.schema import Column, ColumnKind, Schema
+from dpgym.specs import Direction, MetricContext
+from dpgym.plugins.metrics import fidelity
 
 SCHEMA = Schema(
     "toy",

@@ -4,9 +4,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from harness import Column, ColumnKind, MetricContext, Schema
-from harness.specs import SpecError
-from plugins.metrics.knn import SPEC
+from dpgym import Column, ColumnKind, MetricContext, Schema
+from dpgym.specs import SpecError
+from dpgym.plugins.metrics.knn import SPEC
 
 SCHEMA = Schema("linear", (Column("x1", ColumnKind.CONTINUOUS, min=-5.0, max=5.0),
                            Column("x2", ColumnKind.CONTINUOUS, min=-5.0, max=5.0),

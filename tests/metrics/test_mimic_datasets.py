@@ -6,8 +6,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from harness.datafiles import DatasetUnavailable
-from plugins.datasets import mimic
+from dpgym.datafiles import DatasetUnavailable
+from dpgym.plugins.datasets import mimic
 
 
 def test_missing_mimic_file_is_a_clear_unavailable_error(monkeypatch, tmp_path):

@@ -9,10 +9,10 @@ import pytest
 from sklearn.linear_model import LogisticRegression
 from sklearn.metrics import roc_auc_score
 
-from harness import hookspecs
-from harness.schema import Column, ColumnKind, Schema
-from harness.specs import Direction, MetricContext
-from plugins.metrics import utility
+from dpgym import hookspecs
+from dpgym.schema import Column, ColumnKind, Schema
+from dpgym.specs import Direction, MetricContext
+from dpgym.plugins.metrics import utility
 
 SCHEMA = Schema(
     "toy",

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from harness.privacy.accountants import (
+from dpgym.privacy.accountants import (
     GDPAccountant,
     Phase,
     PRVAccountant,

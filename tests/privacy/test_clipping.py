@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from torch import nn
 
-from harness.privacy.clipping import (
+from dpgym.privacy.clipping import (
     Flat,
     MaterializedGrad,
     OuterProductGrad,

@@ -9,12 +9,12 @@ import torch
 from torch import nn
 from torch.func import functional_call, grad, vmap
 
-from harness.privacy.budget import Budget
-from harness.privacy.clipping import Flat, PerLayer, PerUnit, Sparse, split_clip_norm
-from harness.privacy.dpsgd import DPSGD, _HookEngine, _OpacusEngine
-from harness.privacy.ledger import Ledger, PrivacyViolation
-from harness.privacy.reaccount import reaccount
-from plugins.nn.layers import LowRankLinear, LULinear, MaskedLinear, made_masks
+from dpgym.privacy.budget import Budget
+from dpgym.privacy.clipping import Flat, PerLayer, PerUnit, Sparse, split_clip_norm
+from dpgym.privacy.dpsgd import DPSGD, _HookEngine, _OpacusEngine
+from dpgym.privacy.ledger import Ledger, PrivacyViolation
+from dpgym.privacy.reaccount import reaccount
+from dpgym.plugins.nn.layers import LowRankLinear, LULinear, MaskedLinear, made_masks
 
 
 def _mlp(seed=0):

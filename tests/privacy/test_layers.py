@@ -5,9 +5,9 @@ import torch
 from torch import nn
 from torch.func import functional_call, grad, vmap
 
-from harness.privacy.clipping import OuterProductGrad, layer_rule, prefix_structure
+from dpgym.privacy.clipping import OuterProductGrad, layer_rule, prefix_structure
 from opacus.grad_sample import GradSampleModule
-from plugins.nn.layers import LowRankLinear, LULinear, MaskedLinear, made_masks
+from dpgym.plugins.nn.layers import LowRankLinear, LULinear, MaskedLinear, made_masks
 
 
 

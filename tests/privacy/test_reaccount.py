@@ -5,10 +5,10 @@ import math
 
 import pytest
 
-from harness.privacy.accountants import Phase, PRVAccountant, RDPAccountant
-from harness.privacy.budget import Budget, Guarantee
-from harness.privacy.ledger import Ledger, LedgerEntry
-from harness.privacy.reaccount import reaccount
+from dpgym.privacy.accountants import Phase, PRVAccountant, RDPAccountant
+from dpgym.privacy.budget import Budget, Guarantee
+from dpgym.privacy.ledger import Ledger, LedgerEntry
+from dpgym.privacy.reaccount import reaccount
 
 AE, DISC = Phase(0.01, 1.2, 1000), Phase(0.02, 2.0, 1500)  # two phases, as an autoencoder then a GAN
 
@@ -60,8 +60,8 @@ def test_rdp_second_opinion_is_absent_for_mechanisms_without_an_rdp_rule():
 
 
 def test_zcdp_ledgers_compose_rho_and_convert_between_the_gaussian_and_the_bun_steinke_bound():
-    from harness.privacy.mechanisms import gaussian_epsilon
-    from harness.privacy.reaccount import zcdp_epsilon
+    from dpgym.privacy.mechanisms import gaussian_epsilon
+    from dpgym.privacy.reaccount import zcdp_epsilon
 
     sigma, delta = 3.0, 1e-5
     rho = 1 / (2 * sigma**2)  # the Gaussian mechanism with noise multiplier σ is exactly ρ-zCDP
@@ -84,7 +84,7 @@ def test_zcdp_mixed_with_other_mechanisms_has_no_independent_accountant():
 def test_gaussian_releases_are_re_accounted_exactly_at_any_epsilon(epsilon):
     """The independent generator at the ExpM+NF grid's small ε: PRV's 1e-3 error bar refused honest
     cells at 1e-4…1e-2 and could not see a 10× overspend at 1e-5. Plain Gaussians compose exactly."""
-    from harness.privacy.mechanisms import calibrate_gaussian
+    from dpgym.privacy.mechanisms import calibrate_gaussian
 
     def ledger(sigma: float) -> Ledger:
         out = Ledger(Guarantee.FORMAL)
@@ -151,7 +151,7 @@ def test_a_large_epsilon_ledger_prv_cannot_grid_finely_is_re_accounted_on_a_coar
 
 
 def test_a_nearly_noiseless_gaussian_release_is_unbounded_not_an_overflow():
-    from harness.privacy.mechanisms import gaussian_epsilon
+    from dpgym.privacy.mechanisms import gaussian_epsilon
 
     assert gaussian_epsilon(1e-5, 0.01) == math.inf
     assert gaussian_epsilon(1e-5, 1.0) == pytest.approx(4.377, abs=0.001)

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from harness.leaderboard import write_leaderboard
-from harness.registry import Registry
-from harness.report import write_report
-from harness.runner import run_suite
-from harness.store import RunStore
-from harness.suite import GeneratorConfig, Suite
+from dpgym.leaderboard import write_leaderboard
+from dpgym.registry import Registry
+from dpgym.report import write_report
+from dpgym.runner import run_suite
+from dpgym.store import RunStore
+from dpgym.suite import GeneratorConfig, Suite
 from tests.fake_plugins import FaultyGenerators, QuickMetrics
 
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from harness.report.figures import DISPLAY_BINS, generator_palette, marginal_shares, marginals, metric_curves
-from harness.schema import Column, ColumnKind, Schema
+from dpgym.report.figures import DISPLAY_BINS, generator_palette, marginal_shares, marginals, metric_curves
+from dpgym.schema import Column, ColumnKind, Schema
 
 
 def test_numeric_bins_span_the_samples_not_the_public_range_or_their_outliers():
@@ -53,7 +53,7 @@ def test_a_single_epsilon_panel_takes_bounds_that_round_past_the_mean():
 
 
 def test_an_infinite_mean_is_named_in_its_panel_not_lost(monkeypatch):
-    import harness.report.figures as figures
+    import dpgym.report.figures as figures
 
     monkeypatch.setattr(figures, "to_data_uri", lambda fig, tight=False: [t.get_text() for ax in fig.axes for t in ax.texts])
     board = pd.DataFrame({"generator": ["a", "a", "b", "b"], "epsilon": [1.0, 4.0, 1.0, 4.0],

@@ -8,8 +8,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from harness.leaderboard import bootstrap_ci, build_leaderboard, write_leaderboard
-from harness.specs import Direction
+from dpgym.leaderboard import bootstrap_ci, build_leaderboard, write_leaderboard
+from dpgym.specs import Direction
 from tests.report.fakerun import result, write_run
 
 DIRECTIONS = {"auroc": Direction.HIGHER, "tvd": Direction.LOWER}

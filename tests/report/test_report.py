@@ -13,11 +13,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from harness.registry import Registry
-from harness.report.build import _matrix_from_pairs, class_f1_table
-from harness.runner import run_suite
-from harness.store import RunStore
-from harness.suite import GeneratorConfig, Suite
+from dpgym.registry import Registry
+from dpgym.report.build import _matrix_from_pairs, class_f1_table
+from dpgym.runner import run_suite
+from dpgym.store import RunStore
+from dpgym.suite import GeneratorConfig, Suite
 from tests.report.fakerun import result, write_run
 
 
@@ -96,7 +96,7 @@ def test_the_report_command_writes_the_file(tmp_path):
     suite = Suite("one-cell", (GeneratorConfig("uniform"),), ("adult",), (1.0,), (0,), 1e-5, metrics=())
     run_suite(suite, RunStore(run), Registry.discover(), show_progress=False)
     out = tmp_path / "elsewhere.html"
-    done = subprocess.run([sys.executable, "-m", "harness.cli", "report", str(run), "--out", str(out)],
+    done = subprocess.run([sys.executable, "-m", "dpgym.cli", "report", str(run), "--out", str(out)],
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     assert out.exists() and f"report: {out}" in done.stdout.replace("\n", "")
@@ -108,7 +108,7 @@ def test_a_cell_whose_synthetic_rows_are_gone_costs_its_figures_not_the_report(t
     suite = Suite("one-cell", (GeneratorConfig("uniform"),), ("adult",), (1.0,), (0,), 1e-5, metrics=())
     run_suite(suite, RunStore(run), Registry.discover(), show_progress=False)
     (next((run / "cells").iterdir()) / "synthetic.parquet").unlink()
-    done = subprocess.run([sys.executable, "-m", "harness.cli", "report", str(run)], capture_output=True, text=True,
+    done = subprocess.run([sys.executable, "-m", "dpgym.cli", "report", str(run)], capture_output=True, text=True,
                           timeout=300)
     assert done.returncode == 0, done.stderr
     assert "No figures: this cell&#39;s synthetic rows are unreadable (FileNotFoundError" in (run / "report.html").read_text()
@@ -122,7 +122,7 @@ def test_a_dataset_whose_rows_break_its_schema_costs_its_figures_not_the_report(
     suite = Suite("csv", (GeneratorConfig("uniform"),), (f"csv:{tmp_path / 'bad.csv'}", f"csv:{tmp_path / 'good.csv'}"),
                   (1.0,), (0,), 1e-5, metrics=("fidelity",))
     run_suite(suite, RunStore(tmp_path / "run"), Registry.discover(), show_progress=False)
-    done = subprocess.run([sys.executable, "-m", "harness.cli", "report", str(tmp_path / "run")],
+    done = subprocess.run([sys.executable, "-m", "dpgym.cli", "report", str(tmp_path / "run")],
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     html = (tmp_path / "run" / "report.html").read_text()
@@ -193,9 +193,9 @@ def test_kendall_pairs_that_share_a_key_are_recomputed_not_misplaced():
 
 def test_an_infinite_seed_value_keeps_its_interval_note(tmp_path):
     """The bootstrap's lower bound is −∞ here; the note said "fewer than two seeds" though three agreed."""
-    from harness.leaderboard import build_leaderboard
-    from harness.report.build import overview_tables
-    from harness.specs import Direction
+    from dpgym.leaderboard import build_leaderboard
+    from dpgym.report.build import overview_tables
+    from dpgym.specs import Direction
 
     rows = [result("a", s, {"loglik": v}) for s, v in enumerate([-np.inf, 1.0, 1.0])]
     lb = build_leaderboard(write_run(tmp_path, rows), {"loglik": Direction.HIGHER})

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from harness import DatasetSpec, GeneratorSpec, Guarantee, MetricSpec, hookimpl
+from dpgym import DatasetSpec, GeneratorSpec, Guarantee, MetricSpec, hookimpl
 
 from dpgym_example_plugin.copula import DPGaussianCopula
 from dpgym_example_plugin.data import blobs_schema, load_blobs

@@ -16,9 +16,9 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from harness import Budget, Guarantee, Ledger, LedgerEntry, Schema
-from harness.privacy import calibrate_gaussian
-from harness.schema import ColumnKind
+from dpgym import Budget, Guarantee, Ledger, LedgerEntry, Schema
+from dpgym.privacy import calibrate_gaussian
+from dpgym.schema import ColumnKind
 
 
 class DPGaussianCopula:

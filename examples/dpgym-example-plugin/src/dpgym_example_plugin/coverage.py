@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from harness import Direction, MetricContext, MetricResult
+from dpgym import Direction, MetricContext, MetricResult
 
 DIRECTIONS = {"category_coverage": Direction.HIGHER}
 

@@ -7,7 +7,7 @@ from functools import cache
 import numpy as np
 import pandas as pd
 
-from harness import Column, ColumnKind, Schema, Split
+from dpgym import Column, ColumnKind, Schema, Split
 
 
 @cache
