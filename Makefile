@@ -2,7 +2,7 @@
 SUITE ?= smoke
 OUT ?= runs/$(SUITE)
 
-.PHONY: setup benchmark test golden benchmarks
+.PHONY: setup benchmark test test-fast golden benchmarks
 
 setup:
 	@bash scripts/setup.sh
@@ -18,6 +18,10 @@ TEST_WORKERS ?= 2
 
 test: setup
 	.venv/bin/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile
+
+# The quick tier for the edit-run loop: every test not marked slow (a few seconds or more each).
+test-fast: setup
+	.venv/bin/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile -m "not slow"
 
 # The CI metric gate: run the golden suite and compare it with the committed baseline.
 golden: setup

@@ -1,5 +1,5 @@
 """Fit time and peak memory of the DP-MERF and DP-CGAN baselines on Adult at (1, 1e-5), default
-settings: issue 8 asks for under 5 minutes per fit on 2 CPU cores.
+settings: the target is under 5 minutes per fit on 2 CPU cores.
 
 Run: PYTHONPATH=. python -m pytest benchmarks/test_baselines_fit.py --benchmark-enable -p no:cacheprovider -s
 The machine is shared, so the assertion is on CPU seconds of this process (what a fit costs on an
@@ -11,7 +11,7 @@ import time
 import pytest
 
 from dpgym import Budget
-from dpgym.runner import PeakRss
+from dpgym.cell import PeakRss
 from dpgym.plugins.datasets import adult
 from dpgym.plugins.generators import dp_cgan, dp_merf
 

@@ -1,4 +1,4 @@
-"""Timing target (issue 7): one private DP-auto-GAN fit on Adult with the paper's preset —
+"""Timing target: one private DP-auto-GAN fit on Adult with the paper's preset —
 10,000 autoencoder and 15,000 critic DP-SGD steps, 1,000 generator steps — in under 15 minutes on
 2 CPU cores. Records wall time, CPU time and peak RSS; run with
 
@@ -14,7 +14,7 @@ import time
 import pytest
 
 from dpgym import Budget
-from dpgym.runner import PeakRss
+from dpgym.cell import PeakRss
 from dpgym.plugins.datasets import adult
 from dpgym.plugins.generators.dp_autogan import SPEC
 

@@ -1,6 +1,6 @@
 """A full private DP-HFlow fit on Adult (32,561 rows, default hyper-parameters: 20 epochs of
 Poisson batches of expected size 256, per-unit clipping, ε = 1, δ = 1e-5) must finish within
-10 minutes on 2 CPU cores (issue 5). Records wall time, CPU time and peak RSS of the fit.
+10 minutes on 2 CPU cores. Records wall time, CPU time and peak RSS of the fit.
 Sampling is timed on Census's 41 columns, where inverting the flow (one MADE pass per column and
 block) costs more than a short fit: a grid samples as many rows as the training split has.
 

@@ -11,7 +11,7 @@ import time
 import pytest
 
 from dpgym.privacy import Budget
-from dpgym.runner import PeakRss
+from dpgym.cell import PeakRss
 from dpgym.plugins.datasets import lifesci
 from dpgym.plugins.generators.dp_nf import SPEC
 

@@ -1,6 +1,6 @@
 """Time to release on Adult (paper preprocessing): ExpM+NF (flow fit + one draw) against DP-SGD
 (noise calibration by PRV + training), at ε = 1e-3 and 1, with DP-SGD's calibration timed alone so
-its training time can be read off, as in the paper's Table 5 (expm-nf spec §5.6: ExpM+NF training
+its training time can be read off, as in the paper's Table 5 (docs/methods/expm-nf.md#evaluation: ExpM+NF training
 slower than DP-SGD training alone, faster than training plus computing the noise). Also checks that
 the NF loss is one batched product, not a loop over samples.
 

@@ -1,5 +1,5 @@
 """Speed of the runner itself: the smoke suite at 4 seeds (its 5 generators × 4 = 20 cells, with
-the fidelity and utility metrics; issue 11's acceptance grid) serially, on one worker process and
+the fidelity and utility metrics; the grid the executors were accepted on) serially, on one worker process and
 on two, and the harness's overhead per cell excluding the plugins' own work (fit, sample, evaluate).
 
 Run with `make benchmarks` (or `pytest benchmarks --benchmark-enable`). The figures depend on what
@@ -16,9 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from dpgym.executors import cpu_count
+from dpgym.threads import cpu_count
 from dpgym.registry import Registry
-from dpgym.runner import _load_split, run_suite
+from dpgym.cell import load_split
+from dpgym.runner import run_suite
 from dpgym.store import RunStore
 from dpgym.suite import Settings, load_suite
 from dpgym.worker import start_forkserver
@@ -58,7 +59,7 @@ def _run(suite, registry, settings: Settings, out: Path) -> dict[str, float]:
 def test_runner_wall_time(benchmark, registry, suite, tmp_path, config):
     # Both start warm: the data loaded (serial) or the forkserver up (once per driver; measured below).
     if config == "serial":
-        _load_split(registry.dataset("adult").load)
+        load_split(registry.dataset("adult").load)
     else:
         start_forkserver(registry.worker_plugins, ["adult"])
     figures = benchmark.pedantic(_run, args=(suite, registry, CONFIGS[config], tmp_path / "run"), rounds=1,

@@ -1,13 +1,37 @@
-"""dpgym's core: the plugin contract, public schemas, privacy accounting, runner and leaderboard.
+"""dpgym: a benchmark harness for differentially private synthetic tabular data.
 
-The harness imports no model code; generators, learners, datasets and metrics are plugins.
+This module is the whole public API a plugin needs; everything else under `dpgym` is internal and
+may change without notice. The contract (specs, hooks, schema, budget, ledger) is imported at once;
+the tools that pull in heavier packages (torch and Opacus for DP-SGD and the accountants, scipy for
+the audit helpers) load on first use, so `import dpgym` stays cheap for the CLI and for plugins
+that need none of them. The first-party plugins live in `dpgym.plugins` and use only this API.
 """
 
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from dpgym.hookspecs import DPGYM_API_VERSION, hookimpl
-from dpgym.privacy import Budget, Guarantee, Ledger, LedgerEntry
+from dpgym.privacy import (
+    Budget,
+    Guarantee,
+    Ledger,
+    LedgerEntry,
+    PrivacyViolation,
+    Reaccounting,
+    calibrate_gaussian,
+    gaussian_epsilon,
+    reaccount,
+)
 from dpgym.schema import Column, ColumnKind, Schema, SchemaError
 from dpgym.specs import (
+    AuditedLearner,
+    Capability,
+    CellInfo,
+    CellResult,
     DatasetSpec,
+    DensityModel,
     Direction,
     Generator,
     GeneratorSpec,
@@ -16,13 +40,104 @@ from dpgym.specs import (
     MetricContext,
     MetricResult,
     MetricSpec,
+    Model,
+    SpecError,
+    SpecLookup,
     Split,
 )
 
 __version__ = "0.1.0"
 
+# Public names whose modules load on first use: name -> module.
+_LAZY = {
+    # DP-SGD (torch, Opacus): the engine, and per-layer gradient rules for layers Opacus lacks
+    "DPSGD": "dpgym.privacy.dpsgd", "PrivatePhase": "dpgym.privacy.dpsgd",
+    "LayerGrad": "dpgym.privacy.clipping", "OuterProductGrad": "dpgym.privacy.clipping",
+    "MaterializedGrad": "dpgym.privacy.clipping", "register_fast_rule": "dpgym.privacy.clipping",
+    "opacus_rule": "dpgym.privacy.clipping", "prefix_structure": "dpgym.privacy.clipping",
+    "finite_examples": "dpgym.privacy.clipping", "zero_examples": "dpgym.privacy.clipping",
+    # accountants (Opacus) for calibrating subsampled-Gaussian compositions
+    "Accountant": "dpgym.privacy.accountants", "Phase": "dpgym.privacy.accountants",
+    "RDPAccountant": "dpgym.privacy.accountants", "GDPAccountant": "dpgym.privacy.accountants",
+    "PRVAccountant": "dpgym.privacy.accountants", "make_accountant": "dpgym.privacy.accountants",
+    "RDP_CONVERSIONS": "dpgym.privacy.accountants", "calibrate": "dpgym.privacy.accountants",
+    "calibrate_noise_multiplier": "dpgym.privacy.accountants",
+    # exact δ(ε) of one Gaussian release, and the ε of a ρ-zCDP mechanism
+    "gaussian_delta": "dpgym.privacy.mechanisms", "zcdp_epsilon": "dpgym.privacy.reaccount",
+    # schema-driven encoders that learn nothing from the rows
+    "TableEncoder": "dpgym.encoding", "levels": "dpgym.encoding", "missing_rows": "dpgym.encoding",
+    # data files: vendored or user-provided, verified by checksum
+    "REPO_DATA": "dpgym.datafiles", "DatasetUnavailable": "dpgym.datafiles", "data_root": "dpgym.datafiles",
+    "sha256_of": "dpgym.datafiles", "verified": "dpgym.datafiles", "files_availability": "dpgym.datafiles",
+    "combined_checksum": "dpgym.datafiles",
+    "read_table": "dpgym.inference", "PARQUET_SUFFIXES": "dpgym.inference",
+    "UnreviewedSchemaWarning": "dpgym.inference",
+    # generators that run in an environment of their own
+    "Environment": "dpgym.isolation", "isolated_spec": "dpgym.isolation",
+    # audit findings and their confidence intervals
+    "Finding": "dpgym.audit", "clopper_pearson": "dpgym.audit",
+    # the CPU threads a cell may use
+    "cell_threads": "dpgym.threads",
+}
+
 __all__ = [
-    "DPGYM_API_VERSION", "Budget", "Column", "ColumnKind", "DatasetSpec", "Direction", "Generator", "GeneratorSpec",
-    "Guarantee", "Learner", "LearnerSpec", "Ledger", "LedgerEntry", "MetricContext", "MetricResult", "MetricSpec", "Schema",
-    "SchemaError", "Split", "hookimpl",
+    "DPGYM_API_VERSION", "AuditedLearner", "Budget", "Capability", "CellInfo", "CellResult", "Column", "ColumnKind",
+    "DatasetSpec", "DensityModel", "Direction", "Generator", "GeneratorSpec", "Guarantee", "Learner", "LearnerSpec",
+    "Ledger", "LedgerEntry", "MetricContext", "MetricResult", "MetricSpec", "Model", "PrivacyViolation", "Schema",
+    "Reaccounting", "SchemaError", "SpecError", "SpecLookup", "Split", "calibrate_gaussian", "gaussian_epsilon",
+    "hookimpl", "reaccount",
+    *_LAZY,
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        value = getattr(importlib.import_module(_LAZY[name]), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'dpgym' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})
+
+
+if TYPE_CHECKING:
+    from dpgym.audit import Finding, clopper_pearson
+    from dpgym.datafiles import (
+        REPO_DATA,
+        DatasetUnavailable,
+        combined_checksum,
+        data_root,
+        files_availability,
+        sha256_of,
+        verified,
+    )
+    from dpgym.encoding import TableEncoder, levels, missing_rows
+    from dpgym.inference import PARQUET_SUFFIXES, UnreviewedSchemaWarning, read_table
+    from dpgym.isolation import Environment, isolated_spec
+    from dpgym.privacy.accountants import (
+        RDP_CONVERSIONS,
+        Accountant,
+        GDPAccountant,
+        Phase,
+        PRVAccountant,
+        RDPAccountant,
+        calibrate,
+        calibrate_noise_multiplier,
+        make_accountant,
+    )
+    from dpgym.privacy.clipping import (
+        LayerGrad,
+        MaterializedGrad,
+        OuterProductGrad,
+        finite_examples,
+        opacus_rule,
+        prefix_structure,
+        register_fast_rule,
+        zero_examples,
+    )
+    from dpgym.privacy.dpsgd import DPSGD, PrivatePhase
+    from dpgym.privacy.mechanisms import gaussian_delta
+    from dpgym.privacy.reaccount import zcdp_epsilon
+    from dpgym.threads import cell_threads

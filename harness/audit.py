@@ -1,5 +1,5 @@
-"""Privacy plausibility audit of a learner's reported accuracy, generic part (expm-nf spec §1.9,
-§7.2a, §9 item 9). Empirical: it can show a claim impossible, never prove one.
+"""Privacy plausibility audit of a learner's reported accuracy, generic part
+(docs/methods/expm-nf.md#audit). Empirical: it can show a claim impossible, never prove one.
 
 **Group-privacy check** (any ε-DP learner). Labels permuted make a dataset D' at replace-distance
 ≤ n from D, so P[M(D) ∈ A] ≤ e^{nε}·P[M(D') ∈ A] for every event A (under add/remove adjacency

@@ -24,7 +24,8 @@ from dpgym.leaderboard import write_leaderboard
 from dpgym.registry import PluginError, Registry
 from dpgym.report import write_report
 from dpgym.report.build import metric_info
-from dpgym.runner import expand, run_suite, runs_again
+from dpgym.grid import expand
+from dpgym.runner import run_suite, runs_again
 from dpgym.scaffold import ScaffoldError, new_plugin
 from dpgym.schema import SchemaError
 from dpgym.specs import Direction, SpecError
@@ -32,7 +33,7 @@ from dpgym.store import RunStore, StoreError
 from dpgym.suite import (
     DEVICES,
     EXECUTORS,
-    GeneratorConfig,
+    MethodConfig,
     Settings,
     Suite,
     SuiteError,
@@ -161,8 +162,8 @@ def suite_from_args(args: argparse.Namespace) -> Suite:
             raise SuiteError(f"give --suite, or an ad-hoc grid with {', '.join(missing)}")
         suite = Suite(
             name="adhoc",
-            generators=tuple(GeneratorConfig(g) for g in _csv(args.generators or "")),
-            learners=tuple(GeneratorConfig(name, kind="learner") for name in _csv(args.learners or "")),
+            generators=tuple(MethodConfig(g) for g in _csv(args.generators or "")),
+            learners=tuple(MethodConfig(name, kind="learner") for name in _csv(args.learners or "")),
             datasets=_listed(args, "datasets", _dataset_names),
             epsilons=_listed(args, "epsilons", _epsilons),
             seeds=tuple(range(args.seeds or 1)),
@@ -268,7 +269,7 @@ def cmd_plan(args: argparse.Namespace, suite: Suite, registry: Registry, console
     counts: dict[tuple[str, str], dict[str, int]] = {}
     for cell in expand(suite, registry):
         finished = store.finished(cell.key)
-        row = counts.setdefault((cell.generator.display, cell.dataset), {"to run": 0, "done": 0, "done, failed": 0})
+        row = counts.setdefault((cell.method.display, cell.dataset), {"to run": 0, "done": 0, "done, failed": 0})
         row["to run" if runs_again(finished, args.retry_failed) else "done" if finished["status"] == "ok"
             else "done, failed"] += 1
     table = Table("generator", "dataset", "to run", "done", "done, failed", title=f"{suite.name} into {store.root}")

@@ -22,27 +22,13 @@ from contextlib import suppress
 from dataclasses import dataclass, replace
 from typing import Any
 
+from dpgym.cell import run_cell
 from dpgym.registry import PluginError, Registry
 from dpgym.suite import Settings, SuiteError
+from dpgym.threads import cpu_count
 from dpgym.worker import CellTask, Outcome, run_isolated, start_forkserver
 
 DEFAULTS = Settings(executor="processes", device="auto")
-
-
-def cpu_count() -> int:
-    """Cores this process may use (respects affinity masks and cgroup cpusets)."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:
-        return os.cpu_count() or 1
-
-
-def cell_threads() -> int:
-    """CPU threads the running cell may use: its worker's share of the cores (the runner sets
-    OMP_NUM_THREADS in each cell process) or, run serially, every core. Plugins that parallelise
-    by hand (joblib's n_jobs) ask here, so that parallel workers don't oversubscribe the cores."""
-    granted = os.environ.get("OMP_NUM_THREADS", "")
-    return int(granted) if granted.isdigit() and int(granted) > 0 else cpu_count()
 
 
 @dataclass(frozen=True)
@@ -88,8 +74,6 @@ class SerialExecutor:
         return None
 
     def run(self, cells: list[Any]) -> Iterator[tuple[Any, Outcome]]:
-        from dpgym.runner import run_cell
-
         for cell in cells:
             directory = os.getcwd()
             try:

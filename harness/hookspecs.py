@@ -7,17 +7,17 @@ exactly the same way (see ``pyproject.toml``).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import pluggy
 
 if TYPE_CHECKING:
-    from dpgym.specs import DatasetSpec, GeneratorSpec, LearnerSpec, MetricSpec
+    from dpgym.specs import CellInfo, CellResult, DatasetSpec, GeneratorSpec, LearnerSpec, MetricSpec
 
 PROJECT = "dpgym"
 # The version of this contract. A plugin module may declare the version it was written for as
 # `DPGYM_API_VERSION = N`; the registry refuses a mismatch with a message saying which to upgrade.
-DPGYM_API_VERSION = 1
+DPGYM_API_VERSION = 2
 hookspec = pluggy.HookspecMarker(PROJECT)
 hookimpl = pluggy.HookimplMarker(PROJECT)
 
@@ -69,14 +69,14 @@ def dpgym_metrics() -> list[MetricSpec]:
 
 
 @hookspec
-def dpgym_cell_started(cell: dict[str, Any]) -> None:
-    """A cell is handed to the executor (it may queue for a free worker first). `cell` holds its
-    key, generator, dataset, epsilon, delta, seed."""
+def dpgym_cell_started(cell: CellInfo) -> None:
+    """A cell is handed to the executor (it may queue for a free worker first). `cell` names its
+    key, what it runs (generator or learner), dataset, ε, δ and seed."""
 
 
 @hookspec
-def dpgym_cell_finished(cell: dict[str, Any], result: dict[str, Any]) -> None:
-    """A cell finished (or failed). `result` is what was written to its ``result.json``:
-    status (``ok``, ``failed`` or ``skipped``), metrics, timings, peak memory and any error.
-    Use it for progress, logging or experiment tracking; exceptions raised here are logged and
-    do not fail the cell."""
+def dpgym_cell_finished(cell: CellInfo, result: CellResult) -> None:
+    """A cell finished and was stored. `result` has its status (``ok``, ``failed`` or
+    ``unavailable``), metrics, timings, peak memory and any error, and the whole ``result.json`` as
+    `record`. Use it for progress, logging or experiment tracking; exceptions raised here are
+    logged and do not fail the cell."""

@@ -1,6 +1,6 @@
 """Aggregate a run's cells into a leaderboard whose orderings are backed by statistics.
 
-One row per (generator, dataset, ε). Columns, in order (the contract of issue 2, extended):
+One row per (generator, dataset, ε). Columns, in order:
 
     generator, dataset, epsilon, delta, n_seeds, failures, fit_seconds_mean,
     <m>_mean, <m>_std, <m>_ci_low, <m>_ci_high          for every metric value m,
@@ -55,10 +55,9 @@ GROUP = ["generator", "dataset", "epsilon", "delta"]
 CONFIDENCE = 0.95
 ALPHA = 0.05
 BOOTSTRAP_RESAMPLES = 2000
-BOOTSTRAP_SEED = 10  # the issue number; any fixed value makes the intervals reproducible
+BOOTSTRAP_SEED = 10  # any fixed value makes the intervals reproducible; changing it moves them
 BASELINE = "uniform"  # SDGym's reference for charging failures: reads no rows, costs ε = 0
 NOT_FAILURES = ("ok", "unavailable")  # unavailable = the dataset was missing: nobody's fault, not charged
-COST_COLUMNS = ("fit_seconds_mean", "sample_seconds_mean", "peak_rss_mb_max")
 ARROWS = {Direction.HIGHER: "↑", Direction.LOWER: "↓"}
 
 
@@ -83,8 +82,8 @@ def cell_rows(results: list[dict[str, Any]]) -> pd.DataFrame:
         cell, privacy, timings = r["cell"], r.get("privacy", {}), r.get("timings", {})
         detail = r.get("metric_detail", {}) if r["status"] == "ok" else {}
         rows.append({
-            "generator": cell["generator"],
-            "plugin": r["generator"]["name"],
+            "generator": cell["method"],
+            "plugin": r["method"]["name"],
             "task": r.get("task", "synthetic_data"),
             "dataset": cell["dataset"],
             "epsilon": float(cell["epsilon"]),
@@ -93,7 +92,7 @@ def cell_rows(results: list[dict[str, Any]]) -> pd.DataFrame:
             "key": cell.get("key", ""),
             "status": r["status"],
             "error": _error_summary(r) if r["status"] != "ok" else "",
-            "guarantee": r["generator"]["guarantee"],
+            "guarantee": r["method"]["guarantee"],
             "audit_verdict": (r.get("audit") or {}).get("verdict", ""),
             "claimed_epsilon": float(privacy.get("claimed_epsilon", math.nan)),
             "reaccounted_epsilon": float(privacy.get("reaccounted", {}).get("epsilon", math.nan)),

@@ -14,7 +14,7 @@ from typing import Any
 import pluggy
 
 from dpgym import hookspecs
-from dpgym.specs import SPEC_TYPES
+from dpgym.specs import SPEC_TYPES, DatasetSpec, GeneratorSpec, LearnerSpec, MetricSpec
 
 ENTRY_POINT_GROUP = "dpgym"
 # Developer/testing feature: extra plugins as "module" or "module:attribute" (a class is
@@ -186,16 +186,18 @@ class Registry:
 
     @staticmethod
     def _resolve(kind: str, name: str, base: Provided, argument: str, registry: Registry) -> Provided:
-        """``prefix:argument`` names: specs with a `resolve(argument)` method build their variants."""
-        resolve = getattr(base.spec, "resolve", None)
+        """``NAME:ARGUMENT``: a dataset or learner spec with a `resolve` function builds the variant."""
+        resolve = base.spec.resolve if kind in ("dataset", "learner") else None
         if resolve is None:
             raise PluginError(f"{kind} {base.spec.name!r} takes no ':' argument (asked for {name!r})")
         try:
-            # learners resolve against the registry (via_synthetic:<generator> looks the generator up)
-            variant = resolve(argument, registry) if kind == "learner" else resolve(argument)
-            return Provided(variant, base.plugin, base.package)
+            variant = resolve(argument, registry)
         except ValueError as err:
             raise PluginError(f"{kind} {name!r}: {err}") from err
+        if not isinstance(variant, type(base.spec)):
+            raise PluginError(f"{kind} {name!r}: resolve() of plugin {base.plugin!r} returned "
+                              f"{type(variant).__name__}, not a {type(base.spec).__name__}")
+        return Provided(variant, base.plugin, base.package)
 
     def names_in_use(self) -> dict[str, str]:
         """Every name a new plugin must not take, with what holds it: the plugins' own
@@ -205,13 +207,17 @@ class Registry:
             used.update({name: f"the {kind} {name!r} from {p.package}" for name, p in provided.items()})
         return used
 
-    def generator(self, name: str) -> Any:
+    # The `SpecLookup` a `resolve` function is handed.
+    def generator(self, name: str) -> GeneratorSpec:
         return self.get("generator", name).spec
 
-    def dataset(self, name: str) -> Any:
+    def learner(self, name: str) -> LearnerSpec:
+        return self.get("learner", name).spec
+
+    def dataset(self, name: str) -> DatasetSpec:
         return self.get("dataset", name).spec
 
-    def metric(self, name: str) -> Any:
+    def metric(self, name: str) -> MetricSpec:
         return self.get("metric", name).spec
 
 

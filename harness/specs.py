@@ -10,11 +10,38 @@ from typing import Any, Protocol
 import pandas as pd
 
 from dpgym.privacy import Budget, Guarantee, Ledger
-from dpgym.schema import ColumnKind, Schema
+from dpgym.schema import Schema
 
 
 class SpecError(ValueError):
     """A plugin returned a malformed spec."""
+
+
+class Capability(enum.StrEnum):
+    """What a generator or learner can do beyond the required protocol, declared in its spec so the
+    harness never has to guess from attributes or hyper-parameter names."""
+
+    # Its factory takes `device` ("cpu" or "cuda"): the harness resolves the run's --device (or the
+    # suite's `device` hyper-parameter, listed with default "auto") and passes the result.
+    DEVICE = "device"
+    # The fitted generator is a `DensityModel`: metrics get it as `MetricContext.density`.
+    LOG_PROB = "log_prob"
+    # The fitted learner is an `AuditedLearner`: its findings join the harness's privacy audit.
+    AUDIT_FINDINGS = "audit_findings"
+
+
+def _declared_capabilities(kind: str, name: str, capabilities: frozenset[Capability],
+                           defaults: Mapping[str, Any]) -> tuple[frozenset[Capability], dict[str, Any]]:
+    """Checked capabilities, and the defaults with `device` listed (default "auto") for a method that
+    declares `Capability.DEVICE`: the device is set like any hyper-parameter, but the harness owns it."""
+    capabilities = frozenset(Capability(c) for c in capabilities)
+    defaults = dict(defaults)
+    if Capability.DEVICE in capabilities:
+        defaults.setdefault("device", "auto")
+    elif "device" in defaults:
+        raise SpecError(f"{kind} {name!r}: a 'device' hyper-parameter is the harness's to set; "
+                        "declare capabilities={Capability.DEVICE} instead of listing it in the defaults")
+    return capabilities, defaults
 
 
 def _fits_default(value: Any, default: Any) -> bool:
@@ -53,6 +80,29 @@ class Generator(Protocol):
     def sample(self, n: int, seed: int) -> pd.DataFrame: ...
 
 
+class SpecLookup(Protocol):
+    """What a `resolve` function may ask of the registry: the specs of other installed plugins."""
+
+    def generator(self, name: str) -> GeneratorSpec: ...
+
+    def learner(self, name: str) -> LearnerSpec: ...
+
+    def dataset(self, name: str) -> DatasetSpec: ...
+
+    def metric(self, name: str) -> MetricSpec: ...
+
+
+class DensityModel(Protocol):
+    """A fitted generator that evaluates its density (declared by `Capability.LOG_PROB`).
+
+    `log_prob` returns one log-density per row of `frame` (schema form), -inf where the model puts
+    no mass. It may also have `density_columns: list[str]`, the numeric columns its density is over
+    when that is not all of them (a column it models as a probability mass is left out).
+    """
+
+    def log_prob(self, frame: pd.DataFrame) -> Any: ...
+
+
 class Model(Protocol):
     """A released model: real-valued scores for rows in schema form (higher = positive class)."""
 
@@ -75,6 +125,14 @@ class Learner(Protocol):
     def evaluation_models(self, k: int, seed: int) -> list[Model]: ...
 
 
+class AuditedLearner(Learner, Protocol):
+    """A fitted learner that adds its own checks to the privacy audit (declared by
+    `Capability.AUDIT_FINDINGS`): `audit_findings` gets the real split, the schema, the budget and
+    the test AUCs of its evaluation models, and returns `dpgym.Finding`s."""
+
+    def audit_findings(self, split: Split, schema: Schema, budget: Budget, real_aucs: Any) -> list[Any]: ...
+
+
 @dataclass(frozen=True)
 class Split:
     """A dataset's fixed train/test split, both in schema form."""
@@ -85,17 +143,25 @@ class Split:
 
 @dataclass(frozen=True)
 class GeneratorSpec:
+    """A synthetic-data generator: a factory taking its hyper-parameters as keywords, every one of
+    them listed with its default in `defaults`, and the guarantee its ledger will state."""
+
     name: str
     version: str
     factory: Callable[..., Generator]  # called with the (validated) hyper-parameters as keywords
     guarantee: Guarantee
     defaults: Mapping[str, Any] = field(default_factory=dict)
-    supports: frozenset[ColumnKind] = frozenset(ColumnKind)
     description: str = ""
     quick_params: Mapping[str, Any] = field(default_factory=dict)  # cheap settings for conformance checks
+    capabilities: frozenset[Capability] = frozenset()
     # As for datasets: returns "" when the generator can run here, else one line saying how to make
     # it runnable (e.g. the command creating its own environment, `dpgym.isolation`). None: always.
     availability: Callable[[], str] | None = None
+
+    def __post_init__(self) -> None:
+        capabilities, defaults = _declared_capabilities("generator", self.name, self.capabilities, self.defaults)
+        object.__setattr__(self, "capabilities", capabilities)
+        object.__setattr__(self, "defaults", defaults)
 
     def missing(self) -> str:
         """"" when the generator can run here, else how to make it runnable."""
@@ -109,7 +175,8 @@ class GeneratorSpec:
 class LearnerSpec:
     """A private learner: like a `GeneratorSpec`, but its cells release a model, scored by test AUC.
 
-    A spec may offer `resolve(argument)` for ``name:argument`` variants (``via_synthetic:<generator>``).
+    `resolve`, when given, builds the spec of a ``NAME:ARGUMENT`` variant, as for datasets
+    (``via_synthetic:<generator>`` looks the generator up in the registry it is handed).
     """
 
     name: str
@@ -118,19 +185,17 @@ class LearnerSpec:
     guarantee: Guarantee
     defaults: Mapping[str, Any] = field(default_factory=dict)
     description: str = ""
-    resolver: Callable[[str, Any], LearnerSpec] | None = None  # (argument, registry) -> variant
+    quick_params: Mapping[str, Any] = field(default_factory=dict)  # cheap settings for conformance checks
+    capabilities: frozenset[Capability] = frozenset()
+    resolve: Callable[[str, SpecLookup], LearnerSpec] | None = None  # (argument, registry) -> the variant's spec
 
-    def build(self, params: Mapping[str, Any], device: str | None = None) -> Learner:
+    def __post_init__(self) -> None:
+        capabilities, defaults = _declared_capabilities("learner", self.name, self.capabilities, self.defaults)
+        object.__setattr__(self, "capabilities", capabilities)
+        object.__setattr__(self, "defaults", defaults)
+
+    def build(self, params: Mapping[str, Any]) -> Learner:
         return self.factory(**checked_params("learner", self.name, self.defaults, params))
-
-    @property
-    def devices(self) -> frozenset[str]:
-        return frozenset({"cpu"})
-
-    def resolve(self, argument: str, registry: Any) -> LearnerSpec:
-        if self.resolver is None:
-            raise ValueError(f"learner {self.name!r} takes no ':' argument")
-        return self.resolver(argument, registry)
 
 
 @dataclass(frozen=True)
@@ -146,6 +211,10 @@ class DatasetSpec:
     # A cheap check for `dpgym list`: returns "" when the data can be loaded here, else one line
     # saying how to provide it. None: the files are vendored with the plugin.
     availability: Callable[[], str] | None = None
+    # Builds the spec of ``NAME:ARGUMENT`` (e.g. ``lifesci:fold=3``, ``csv:data.csv``) from the
+    # argument and the registry; raises ValueError, saying what is wrong, on an argument it cannot use.
+    # The registry lists the spec under its plain name and asks it when it meets a name with a ``:``.
+    resolve: Callable[[str, SpecLookup], DatasetSpec] | None = None
 
     def missing(self) -> str:
         """"" when the data can be loaded here, else how to provide them."""
@@ -167,6 +236,8 @@ class MetricContext:
     schema: Schema
     seed: int
     generator: Generator | None = None
+    # The fitted generator again, when its spec declares `Capability.LOG_PROB`; else None.
+    density: DensityModel | None = None
     options: Mapping[str, Any] = field(default_factory=dict)  # the metric's options, defaults filled in
 
 
@@ -204,6 +275,38 @@ class MetricSpec:
             except ValueError as err:
                 raise SpecError(f"metric {self.name!r}: {err}") from None
         return resolved
+
+
+@dataclass(frozen=True)
+class CellInfo:
+    """A cell as observer hooks see it: what runs (`kind` "generator" or "learner", `method` its
+    label in the suite), on which dataset, at which budget and seed."""
+
+    key: str
+    kind: str
+    method: str
+    dataset: str
+    epsilon: float
+    delta: float
+    seed: int
+
+
+@dataclass(frozen=True)
+class CellResult:
+    """A finished cell as observer hooks see it. `status` is "ok", "failed" or "unavailable";
+    `error` (stage, type, message) is set unless it is "ok"; `record` is the whole result.json."""
+
+    status: str
+    metrics: Mapping[str, float]
+    timings: Mapping[str, float]
+    peak_rss_mb: float
+    error: Mapping[str, Any] | None
+    record: Mapping[str, Any]
+
+    @classmethod
+    def of(cls, result: Mapping[str, Any]) -> CellResult:
+        return cls(status=result["status"], metrics=result.get("metrics", {}), timings=result.get("timings", {}),
+                   peak_rss_mb=result.get("peak_rss_mb", 0.0), error=result.get("error"), record=result)
 
 
 SPEC_TYPES = {"generator": GeneratorSpec, "learner": LearnerSpec, "dataset": DatasetSpec, "metric": MetricSpec}

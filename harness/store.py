@@ -34,6 +34,24 @@ TRACKED_PACKAGES = ("dpgym", "numpy", "pandas", "scikit-learn", "xgboost-cpu", "
                     "prv-accountant", "pluggy", "scipy")
 
 
+# result.json: format 2 names what a cell runs, generator or learner, its "method" (format 1 said
+# "generator" for both); format 1 is still read, and upgraded as it is read (`upgraded`).
+RESULT_FORMAT = "dpgym-result/2"
+RESULT_FORMAT_1 = "dpgym-result/1"
+
+
+def upgraded(result: dict[str, Any]) -> dict[str, Any]:
+    """A stored result in the current format: one of format 1 gets its method's kind (from its task)
+    and has its "generator" entries renamed "method"; nothing else differs."""
+    if result.get("format") != RESULT_FORMAT_1:
+        return result
+    kind = "learner" if result.get("task") == "private_learning" else "generator"
+    cell = {("method" if name == "generator" else name): value for name, value in result["cell"].items()}
+    method = {"kind": kind, **result.get("generator", {})}
+    return {**{name: value for name, value in result.items() if name != "generator"}, "format": RESULT_FORMAT,
+            "cell": {"key": cell.get("key", ""), "kind": kind, **cell}, "method": method}
+
+
 class StoreError(RuntimeError):
     """The run directory cannot be used (locked by another run, or not a dpgym run directory)."""
 
@@ -126,7 +144,7 @@ class RunStore:
         try:
             result = json.loads(path.read_text())
             if isinstance(result, dict) and isinstance(result.get("cell"), dict) and "status" in result:
-                return result
+                return upgraded(result)
             problem = "not a dpgym cell result"
         except (OSError, ValueError) as err:
             problem = f"{type(err).__name__}: {err}"
@@ -139,10 +157,10 @@ class RunStore:
         return self._result(path) if path.exists() else None
 
     def relabel(self, result: dict[str, Any], label: str) -> None:
-        """Give a finished cell (its stored `result`) the suite's current label for its generator."""
-        if result["cell"].get("generator") != label:
-            result["cell"]["generator"] = label
-            result.setdefault("generator", {})["label"] = label
+        """Give a finished cell (its stored `result`) the suite's current label for its method."""
+        if result["cell"].get("method") != label:
+            result["cell"]["method"] = label
+            result.setdefault("method", {})["label"] = label
             write_json_atomic(self.cells / result["cell"]["key"] / "result.json", result)
 
     def write_cell(self, key: str, result: dict[str, Any], ledger: dict[str, Any] | None,

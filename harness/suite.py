@@ -47,8 +47,8 @@ class SuiteError(ValueError):
 
 
 @dataclass(frozen=True)
-class GeneratorConfig:
-    """One configured plugin of the grid: a generator, or a learner (`kind` = "learner")."""
+class MethodConfig:
+    """One configured method of the grid: a generator, or a learner (`kind` = "learner")."""
 
     name: str
     params: dict[str, Any] = field(default_factory=dict)
@@ -145,14 +145,14 @@ def settings_from_dict(raw: dict[str, Any], where: str) -> Settings:
 @dataclass(frozen=True)
 class Suite:
     name: str
-    generators: tuple[GeneratorConfig, ...]
+    generators: tuple[MethodConfig, ...]
     datasets: tuple[str, ...]
     epsilons: tuple[float, ...]
     seeds: tuple[int, ...]
     delta: float = 1e-5
     metrics: tuple[str, ...] | None = None  # None: every installed metric
     settings: Settings = Settings()
-    learners: tuple[GeneratorConfig, ...] = ()
+    learners: tuple[MethodConfig, ...] = ()
     metric_options: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -192,7 +192,7 @@ class Suite:
         }
 
     @property
-    def configs(self) -> tuple[GeneratorConfig, ...]:
+    def configs(self) -> tuple[MethodConfig, ...]:
         """Every configured plugin of the grid: generators, then learners."""
         return (*self.generators, *self.learners)
 
@@ -275,7 +275,7 @@ def _metric_options(raw: Any, metrics: list[str] | None, where: str) -> dict[str
     return {name: dict(options) for name, options in raw.items()}
 
 
-def _configs(raw: dict[str, Any], what: str, where: str) -> tuple[GeneratorConfig, ...]:
+def _configs(raw: dict[str, Any], what: str, where: str) -> tuple[MethodConfig, ...]:
     """`[[generators]]` / `[[learners]]` tables; learners may also be plain names."""
     configs = []
     for i, g in enumerate(_list(raw, what, where)):
@@ -288,7 +288,7 @@ def _configs(raw: dict[str, Any], what: str, where: str) -> tuple[GeneratorConfi
             raise SuiteError(f"{where}: {what}[{i}] ({g['name']}) has unknown keys {extra}")
         if not isinstance(g.get("params", {}), dict) or not isinstance(g.get("label", ""), str):
             raise SuiteError(f"{where}: {what}[{i}] ({g['name']}): 'params' must be a table and 'label' a string")
-        configs.append(GeneratorConfig(g["name"], dict(g.get("params", {})), g.get("label", ""),
+        configs.append(MethodConfig(g["name"], dict(g.get("params", {})), g.get("label", ""),
                                        kind="learner" if what == "learners" else "generator"))
     return tuple(configs)
 

@@ -1,8 +1,9 @@
-"""Conformance checks a generator plugin must pass, runnable by its author.
+"""Conformance checks a plugin must pass, runnable by its author: for generators, learners,
+datasets and metrics.
 
 Two ways to run them:
 
-- from the command line, on any installed generator:
+- from the command line, on any installed plugin (generator, learner, dataset or metric):
   ``pytest --dpgym-conformance=NAME[,NAME...] [--dpgym-params='{"epochs": 1}']``
   (this module is a pytest plugin, registered through the ``pytest11`` entry point);
 - inside a test suite, like scikit-learn's ``parametrize_with_checks``::
@@ -11,8 +12,11 @@ Two ways to run them:
       def test_conformance(check):
           check()
 
-Each check fits the generator on a small mixed-type table (`conformance_table`) under a finite
+Generator and learner checks fit on a small mixed-type table (`conformance_table`) under a finite
 budget, with the spec's ``quick_params`` (cheap settings its author declares) and any overrides.
+Metric checks score that table against two others drawn alike, with the metric's options (the
+overrides, if given, are its options). Dataset checks load the dataset; they skip, saying why,
+where its files are not here.
 """
 
 from __future__ import annotations
@@ -29,7 +33,19 @@ import pytest
 
 from dpgym.privacy import Budget, Ledger, reaccount
 from dpgym.schema import Column, ColumnKind, Schema
-from dpgym.specs import GeneratorSpec, SpecError
+from dpgym.specs import (
+    Capability,
+    DatasetSpec,
+    GeneratorSpec,
+    LearnerSpec,
+    MetricContext,
+    MetricResult,
+    MetricSpec,
+    SpecError,
+    Split,
+)
+
+Spec = GeneratorSpec | LearnerSpec | DatasetSpec | MetricSpec
 
 BUDGET = Budget(1.0, 1e-5)
 
@@ -67,9 +83,9 @@ def conformance_table(rows: int = 400, seed: int = 0) -> pd.DataFrame:
 
 @dataclass(frozen=True)
 class Subject:
-    """A generator spec with the hyper-parameters the checks build it with."""
+    """A plugin's spec with the hyper-parameters (a metric: the options) the checks use."""
 
-    spec: GeneratorSpec
+    spec: Spec
     params: Mapping[str, Any] = field(default_factory=dict)
 
     def build(self, **extra: Any):
@@ -165,29 +181,172 @@ def check_pickles(subject: Subject) -> None:
 
 
 def check_device_flag(subject: Subject) -> None:
-    """A generator with a `device` hyper-parameter runs with device="cpu"."""
-    if "device" not in subject.spec.defaults:
-        pytest.skip(f"{subject.spec.name} has no device hyper-parameter")
+    """A generator that declares `Capability.DEVICE` runs with device="cpu"."""
+    if Capability.DEVICE not in subject.spec.capabilities:
+        pytest.skip(f"{subject.spec.name} does not declare the device capability")
     generator, _ = subject.fitted(device="cpu")
     _valid_sample(generator, 50, 1, subject.spec.name)
+
+
+def check_log_prob(subject: Subject) -> None:
+    """A generator that declares `Capability.LOG_PROB` gives one log-density per row, finite on
+    its own samples, and the same values twice."""
+    if Capability.LOG_PROB not in subject.spec.capabilities:
+        pytest.skip(f"{subject.spec.name} does not declare the log_prob capability")
+    generator, _ = subject.fitted()
+    rows = _valid_sample(generator, 100, 1, subject.spec.name)
+    first, second = (np.asarray(generator.log_prob(rows), dtype=float) for _ in range(2))
+    assert first.shape == (len(rows),), f"{subject.spec.name}: log_prob gave shape {first.shape} for {len(rows)} rows"
+    assert np.isfinite(first).all(), f"{subject.spec.name}: log_prob is not finite on the generator's own samples"
+    np.testing.assert_array_equal(first, second, err_msg=f"{subject.spec.name}: log_prob differs between two calls")
 
 
 CHECKS: tuple[Callable[[Subject], None], ...] = (
     check_ledger_within_budget, check_ledger_does_not_depend_on_the_rows, check_samples_match_schema,
     check_empty_sample, check_deterministic_under_seed, check_seed_changes_samples, check_one_row_table, check_constant_columns,
-    check_unknown_hyper_parameter_refused, check_pickles, check_device_flag,
+    check_unknown_hyper_parameter_refused, check_pickles, check_device_flag, check_log_prob,
 )
+
+
+# --- learners -----------------------------------------------------------------------------------
+
+
+def _learner_scores(learner: Any, test: pd.DataFrame, name: str) -> np.ndarray:
+    scores = np.asarray(learner.release().decision_function(test), dtype=float)
+    assert scores.shape == (len(test),), f"{name}: release().decision_function gave shape {scores.shape} for {len(test)} rows"
+    assert np.isfinite(scores).all(), f"{name}: release().decision_function gave non-finite scores"
+    return scores
+
+
+def check_learner_ledger_within_budget(subject: Subject) -> None:
+    """fit returns a ledger with the declared guarantee that re-accounts within the budget."""
+    check_ledger_within_budget(subject)
+
+
+def check_learner_ledger_does_not_depend_on_the_rows(subject: Subject) -> None:
+    """Tables that differ in one row give the same ledger (it is published with the cell)."""
+    check_ledger_does_not_depend_on_the_rows(subject)
+
+
+def check_learner_releases_a_model(subject: Subject) -> None:
+    """The released model scores every test row with a finite number, and the evaluation draws
+    are at least one model and at most the number asked for."""
+    learner, _ = subject.fitted()
+    test = conformance_table(200, seed=1)
+    _learner_scores(learner, test, subject.spec.name)
+    models = learner.evaluation_models(3, 0)
+    assert 1 <= len(models) <= 3, f"{subject.spec.name}: evaluation_models(3, 0) returned {len(models)} models"
+    for model in models:
+        assert len(np.asarray(model.decision_function(test))) == len(test)
+
+
+def check_learner_deterministic_under_seed(subject: Subject) -> None:
+    """The same seed gives the same released model."""
+    test = conformance_table(200, seed=1)
+    first = _learner_scores(subject.fitted(seed=3)[0], test, subject.spec.name)
+    second = _learner_scores(subject.fitted(seed=3)[0], test, subject.spec.name)
+    np.testing.assert_array_equal(first, second, err_msg=f"{subject.spec.name}: released model under one seed")
+
+
+LEARNER_CHECKS: tuple[Callable[[Subject], None], ...] = (
+    check_learner_ledger_within_budget, check_learner_ledger_does_not_depend_on_the_rows,
+    check_learner_releases_a_model, check_learner_deterministic_under_seed, check_unknown_hyper_parameter_refused,
+)
+
+
+# --- datasets -----------------------------------------------------------------------------------
+
+
+def check_dataset_split_matches_schema(subject: Subject) -> None:
+    """load() returns a Split whose train and test parts hold the schema's columns in schema form,
+    with training rows; the target, if any, is one of the columns."""
+    spec = subject.spec
+    split, schema = spec.load(), spec.schema()
+    assert isinstance(split, Split), f"dataset {spec.name!r}: load() returned {type(split).__name__}, not a Split"
+    assert isinstance(schema, Schema), f"dataset {spec.name!r}: schema() returned {type(schema).__name__}"
+    assert len(split.train) > 0, f"dataset {spec.name!r}: the training part has no rows"
+    for part, frame in (("train", split.train), ("test", split.test)):
+        assert list(frame.columns) == schema.names, (
+            f"dataset {spec.name!r}: the {part} part's columns {list(frame.columns)} are not the schema's {schema.names}")
+        schema.validate(frame, f"dataset {spec.name!r} ({part})")
+
+
+def check_dataset_loads_the_same_rows(subject: Subject) -> None:
+    """Two loads give the same split: a dataset is one table, the same in every cell."""
+    first, second = subject.spec.load(), subject.spec.load()
+    for part in ("train", "test"):
+        a, b = getattr(first, part), getattr(second, part)
+        same = a.shape == b.shape and list(a.columns) == list(b.columns) and (
+            pd.util.hash_pandas_object(a).to_numpy() == pd.util.hash_pandas_object(b).to_numpy()).all()
+        assert same, f"dataset {subject.spec.name!r}: two loads give different {part} rows"
+
+
+DATASET_CHECKS: tuple[Callable[[Subject], None], ...] = (
+    check_dataset_split_matches_schema, check_dataset_loads_the_same_rows,
+)
+
+
+# --- metrics ------------------------------------------------------------------------------------
+
+
+def metric_context(spec: MetricSpec, options: Mapping[str, Any], seed: int = 0) -> MetricContext:
+    """Real train and test rows and a synthetic table that differs from them, in the conformance schema."""
+    return MetricContext(train=conformance_table(400, seed=0), test=conformance_table(200, seed=1),
+                         synthetic=conformance_table(400, seed=2), schema=CONFORMANCE_SCHEMA, seed=seed,
+                         options=spec.resolve_options(options))
+
+
+def check_metric_values_declared(subject: Subject) -> None:
+    """evaluate returns a MetricResult whose values are numbers, each with a declared direction,
+    and whose detail can be written as JSON."""
+    spec = subject.spec
+    result = spec.evaluate(metric_context(spec, subject.params))
+    assert isinstance(result, MetricResult), f"metric {spec.name!r}: evaluate returned {type(result).__name__}"
+    undeclared = sorted(set(result.values) - set(spec.directions))
+    assert not undeclared, f"metric {spec.name!r}: values {undeclared} have no declared direction"
+    for name, value in result.values.items():
+        assert isinstance(float(value), float), f"metric {spec.name!r}: value {name} is not a number"
+    json.dumps(result.detail, allow_nan=True, default=_refuse)
+
+
+def _refuse(value: Any) -> Any:
+    raise TypeError(f"{type(value).__name__} is not JSON")
+
+
+def check_metric_deterministic_under_seed(subject: Subject) -> None:
+    """The same context and seed give the same values."""
+    spec = subject.spec
+    first = spec.evaluate(metric_context(spec, subject.params)).values
+    second = spec.evaluate(metric_context(spec, subject.params)).values
+    assert first.keys() == second.keys() and all(
+        first[k] == second[k] or (np.isnan(first[k]) and np.isnan(second[k])) for k in first
+    ), f"metric {spec.name!r}: two evaluations under one seed differ: {first} vs {second}"
+
+
+def check_metric_unknown_option_refused(subject: Subject) -> None:
+    """An unknown option is an error naming it."""
+    with pytest.raises(SpecError, match="no_such_option"):
+        subject.spec.resolve_options({"no_such_option": 1})
+
+
+METRIC_CHECKS: tuple[Callable[[Subject], None], ...] = (
+    check_metric_values_declared, check_metric_deterministic_under_seed, check_metric_unknown_option_refused,
+)
+
+CHECKS_BY_KIND = {GeneratorSpec: CHECKS, LearnerSpec: LEARNER_CHECKS, DatasetSpec: DATASET_CHECKS,
+                  MetricSpec: METRIC_CHECKS}
 
 
 @dataclass(frozen=True)
 class BoundCheck:
-    """One check bound to one generator: call it to run it; str() names it."""
+    """One check bound to one plugin: call it to run it; str() names it."""
 
     check: Callable[[Subject], None]
     subject: Subject
 
     def __call__(self) -> None:
-        missing = self.subject.spec.missing()
+        spec = self.subject.spec
+        missing = spec.missing() if isinstance(spec, (GeneratorSpec, DatasetSpec)) else ""
         if missing:
             pytest.skip(f"{self.subject.spec.name} is unavailable here: {missing}")
         self.check(self.subject)
@@ -196,14 +355,28 @@ class BoundCheck:
         return f"{self.subject.spec.name}-{self.check.__name__.removeprefix('check_')}"
 
 
-def conformance_checks(generator: str | GeneratorSpec, params: Mapping[str, Any] | None = None) -> list[BoundCheck]:
-    """Every check bound to `generator` (an installed generator's name, or a spec)."""
-    if isinstance(generator, str):
-        from dpgym.registry import Registry
+def conformance_checks(plugin: str | Spec, params: Mapping[str, Any] | None = None) -> list[BoundCheck]:
+    """Every check bound to `plugin`: an installed generator's, learner's, dataset's or metric's name,
+    or a spec. `params` override the hyper-parameters (a metric: its options)."""
+    spec = _installed(plugin) if isinstance(plugin, str) else plugin
+    subject = Subject(spec, dict(params or {}))
+    return [BoundCheck(check, subject) for check in CHECKS_BY_KIND[type(spec)]]
 
-        generator = Registry.discover().generator(generator)
-    subject = Subject(generator, dict(params or {}))
-    return [BoundCheck(check, subject) for check in CHECKS]
+
+def _installed(name: str) -> Spec:
+    from dpgym.registry import PluginError, Registry
+
+    registry = Registry.discover()
+    found = []
+    for kind in registry.kinds:
+        try:
+            found.append(registry.get(kind, name).spec)
+        except PluginError:
+            continue
+    if len(found) != 1:
+        where = "is provided by no installed plugin" if not found else "names more than one kind of plugin"
+        raise PluginError(f"conformance: {name!r} {where}")
+    return found[0]
 
 
 # --- pytest plugin --------------------------------------------------------------------------
@@ -212,7 +385,8 @@ def conformance_checks(generator: str | GeneratorSpec, params: Mapping[str, Any]
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("dpgym")
     group.addoption("--dpgym-conformance", default="", metavar="NAMES",
-                    help="run dpgym's conformance checks on these installed generators (comma-separated)")
+                    help="run dpgym's conformance checks on these installed plugins (generators, learners, "
+                         "datasets or metrics; comma-separated)")
     group.addoption("--dpgym-params", default="{}", metavar="JSON",
                     help="hyper-parameter overrides for the conformance checks, as a JSON object")
 
@@ -235,14 +409,18 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
         return
     params = json.loads(config.getoption("--dpgym-params"))
     for name in names:
-        items.extend(ConformanceItem.from_parent(session, name=str(b), bound=b)
-                     for b in conformance_checks(name, params))
+        try:
+            checks = conformance_checks(name, params)
+        except Exception as err:  # an unknown name, or a plugin that fails to load: one line, not a traceback
+            raise pytest.UsageError(f"--dpgym-conformance: {err}") from None
+        items.extend(ConformanceItem.from_parent(session, name=str(b), bound=b) for b in checks)
 
 
-def iter_first_party_generators() -> Iterator[GeneratorSpec]:
-    """Generators provided by the dpgym distribution itself (what our own CI checks)."""
+def iter_first_party(kind: str) -> Iterator[Spec]:
+    """The generators, learners, datasets or metrics (`kind`) provided by the dpgym distribution
+    itself: what our own CI checks."""
     from dpgym.registry import Registry
 
-    for provided in Registry.discover().kinds["generator"].values():
+    for provided in Registry.discover().kinds[kind].values():
         if provided.package.startswith("dpgym "):
             yield provided.spec

@@ -35,6 +35,9 @@ from typing import Any
 
 import psutil
 
+from dpgym.cell import run_cell
+from dpgym.registry import PLUGINS_ENV, Registry
+
 POLL_SECONDS = 0.05
 DESCENDANTS_EVERY = 1.0  # listing descendants scans all of /proc: refreshed once a second, not per poll
 KILL_ROUNDS = 10  # listings of a cell's processes while stopping them (a fork bomb gets no more)
@@ -50,7 +53,7 @@ WARM_DATASETS_ENV = "DPGYM_WARM_DATASETS"  # read by dpgym.worker_preload in the
 class CellTask:
     """Everything a child needs to run a cell; plain data, so it pickles to any worker."""
 
-    cell: Any  # dpgym.runner.Cell
+    cell: Any  # dpgym.grid.Cell
     plugins: str = ""  # DPGYM_PLUGINS value to discover in the child
     device: str = "auto"
     threads: int | None = 1  # None: the worker's cores // its task slots (a remote dask worker)
@@ -80,8 +83,6 @@ class Outcome:
 @cache
 def worker_registry(plugins: str) -> Any:
     """Plugins discovered once per process for a given DPGYM_PLUGINS value (forked warm)."""
-    from dpgym.registry import PLUGINS_ENV, Registry
-
     if plugins:
         os.environ[PLUGINS_ENV] = plugins
     else:
@@ -136,8 +137,6 @@ def _child_main(conn: Any, task: CellTask, supervisor: tuple[int, int], scratch:
         os.environ["TMPDIR"] = tempfile.tempdir = scratch
         os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # before any CUDA context exists
         limit_threads(task.threads)
-        from dpgym.runner import run_cell
-
         result, ledger, synthetic = run_cell(task.cell, worker_registry(task.plugins), device=task.device)
         result["execution"] = {"pid": os.getpid(), "host": os.uname().nodename, "threads": task.threads,
                                "cpu_seconds": time.process_time()}  # this process's whole life, since its fork
@@ -168,8 +167,6 @@ def start_forkserver(plugins: str, datasets: list[str], wait: bool = True) -> No
     state, which is only an optimisation: children rediscover as needed.
     """
     from multiprocessing import forkserver
-
-    from dpgym.registry import PLUGINS_ENV
 
     ctx = _context()
     saved = {name: os.environ.get(name) for name in (WARM_DATASETS_ENV, PLUGINS_ENV)}

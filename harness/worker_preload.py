@@ -13,7 +13,7 @@ import os
 import sys
 
 from dpgym.registry import PLUGINS_ENV
-from dpgym.runner import _load_split
+from dpgym.cell import load_split
 from dpgym.worker import WARM_DATASETS_ENV, worker_registry
 
 
@@ -22,7 +22,7 @@ def _warm() -> None:
         registry = worker_registry(os.environ.get(PLUGINS_ENV, "").strip())
         for name in filter(None, os.environ.get(WARM_DATASETS_ENV, "").split(",")):
             dataset = registry.dataset(name)
-            split = _load_split(dataset.load)
+            split = load_split(dataset.load)
             # Validation's first call imports and initialises lazily loaded pandas/pyarrow code
             # (~0.3 s); paying it here keeps it out of every cell.
             dataset.schema().conform(split.train.head(100), "warm-up")

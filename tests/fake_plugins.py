@@ -15,6 +15,7 @@ import pandas as pd
 
 from dpgym import (
     Budget,
+    Capability,
     Direction,
     GeneratorSpec,
     Guarantee,
@@ -26,7 +27,7 @@ from dpgym import (
     Schema,
     hookimpl,
 )
-from dpgym.executors import cell_threads
+from dpgym import cell_threads
 from dpgym.plugins.generators.independent import SPEC as INDEPENDENT_SPEC
 from dpgym.plugins.generators.independent import Independent
 from dpgym.plugins.generators.uniform import Uniform
@@ -277,7 +278,7 @@ class ExecutionFaults:
                 _spec("stuck_spawner", StuckSpawner, Guarantee.PURE), _spec("lingerer", Lingerer, Guarantee.PURE),
                 _spec("daemonizer", Daemonizer, Guarantee.PURE),
                 GeneratorSpec(name="probe", version="1", factory=Probe, guarantee=Guarantee.PURE,
-                              defaults={"device": "auto"})]
+                              capabilities=frozenset({Capability.DEVICE}))]
 
 
 # --- a cheap deterministic metric, so leaderboards of test runs have metric columns -------------

@@ -29,7 +29,7 @@ OPACUS_VERSION = version("opacus")
 
 # Fractional orders where small-ε optima sit, every integer to 128 (DP-auto-GAN's optima are
 # 60–77), then a sparse tail so large noise multipliers are not floored by the grid (Opacus's
-# default grid stops at 63, which floors ε near 0.1; expm-nf spec §2).
+# default grid stops at 63, which floors ε near 0.1; docs/methods/expm-nf.md#dpsgd-baseline).
 RDP_ORDERS: tuple[float, ...] = tuple(
     [1 + x / 10 for x in range(1, 100)] + list(range(11, 129))
     + [160, 192, 256, 320, 384, 448, 512, 640, 768, 1024, 1536, 2048, 4096]
@@ -86,8 +86,8 @@ class RDPAccountant(Accountant):
     name = "rdp"
 
     def __init__(self, orders: Sequence[float] = RDP_ORDERS, conversion: str = "balle2020"):
-        if conversion not in _RDP_CONVERSIONS:
-            raise ValueError(f"conversion must be one of {sorted(_RDP_CONVERSIONS)}, got {conversion!r}")
+        if conversion not in RDP_CONVERSIONS:
+            raise ValueError(f"conversion must be one of {sorted(RDP_CONVERSIONS)}, got {conversion!r}")
         self.orders = np.asarray(orders, dtype=float)
         self.conversion = conversion
 
@@ -103,7 +103,7 @@ class RDPAccountant(Accountant):
     def epsilon_and_order(self, phases: Sequence[Phase], delta: float) -> tuple[float, float]:
         if all(p.is_free for p in phases):
             return 0.0, math.nan
-        return _RDP_CONVERSIONS[self.conversion](self.orders, self.curve(phases), delta)
+        return RDP_CONVERSIONS[self.conversion](self.orders, self.curve(phases), delta)
 
     def epsilon(self, phases: Sequence[Phase], delta: float) -> float:
         return self.epsilon_and_order(phases, delta)[0]
@@ -127,7 +127,7 @@ def _balle_conversion(orders: np.ndarray, rdp: np.ndarray, delta: float) -> tupl
     return float(eps), float(order)
 
 
-_RDP_CONVERSIONS: dict[str, Callable[[np.ndarray, np.ndarray, float], tuple[float, float]]] = {
+RDP_CONVERSIONS: dict[str, Callable[[np.ndarray, np.ndarray, float], tuple[float, float]]] = {
     "classic": _classic_conversion,
     "balle2020": _balle_conversion,
 }
@@ -171,7 +171,8 @@ class PRVAccountant(Accountant):
     """Privacy random variables composed by FFT (Gopi, Lee & Wutschitz 2021), all phases jointly.
 
     Returns Opacus's upper bound `eps_upper`. eps_error: Opacus default 0.01; for small targets use
-    `for_target`, which follows expm-nf spec §2 (ε/100 clipped to [1e-4, 1e-2]).
+    `for_target`, which follows the ExpM+NF paper (ε/100 clipped to [1e-4, 1e-2];
+    docs/methods/expm-nf.md#dpsgd-baseline).
     """
 
     name = "prv"
@@ -262,7 +263,8 @@ def calibrate(
 
     The phases' noise multipliers fix their ratio (use 1 for all to give every phase the same σ).
     Returns the scaled phases; their composed ε lies in [target − tolerance, target]
-    (tolerance defaults to target/100, as expm-nf spec §2 recommends over Opacus's fixed 0.01).
+    (tolerance defaults to target/100 rather than Opacus's fixed 0.01, which exceeds small targets:
+    docs/methods/expm-nf.md#dpsgd-baseline).
     """
     if not (target_epsilon > 0 and 0 < delta < 1):
         raise ValueError(f"need a finite target ε > 0 and 0 < δ < 1, got ({target_epsilon}, {delta})")

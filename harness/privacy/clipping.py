@@ -2,12 +2,12 @@
 
 A layer's per-example gradients arrive as a `LayerGrad`, in the cheapest form its layer allows:
 `OuterProductGrad` for linear-type layers (never materialised: norms and clipped sums come from
-the output gradients and inputs, PERFORMANCE.md) or `MaterializedGrad` (one tensor per parameter
+the output gradients and inputs, docs/methods/dp-hflow.md#per-example-gradients) or `MaterializedGrad` (one tensor per parameter
 with a leading batch dimension). A strategy turns a batch of them into per-example (or per-unit)
 weights whose weighted sum is the sum of clipped gradients; every strategy keeps the concatenated
 per-example gradient within the global clip norm C, so the Gaussian mechanism's sensitivity is C.
 
-Strategies (DP-HFlow spec §3.2–3.3): `Flat` (Abadi et al. 2016), `PerLayer` (McMahan et al. 2018),
+Strategies (docs/methods/dp-hflow.md#clipping): `Flat` (Abadi et al. 2016), `PerLayer` (McMahan et al. 2018),
 `PerUnit` and `Sparse` (DP-HFlow). Layer thresholds come from `split_clip_norm`.
 """
 
@@ -54,7 +54,8 @@ class LayerGrad(ABC):
 
         Clipping bounds only finite gradients: C/‖∞‖ = 0 and 0·∞ = NaN. Zeroing is a map applied to
         each example on its own, so the sum still moves by at most C when one row is added or removed
-        (DP-NF spec A5). Refusing such a batch instead would reveal that it held the row."""
+        (docs/methods/dp-nf.md#divergence). Refusing such a batch instead would reveal that it held
+        the row."""
 
     def sq_norms(self) -> Tensor:
         return self.unit_sq_norms().sum(dim=1)
@@ -68,7 +69,8 @@ class LayerGrad(ABC):
 class OuterProductGrad(LayerGrad):
     """Linear-type layer h' = (W ⊙ M) h + b on 2-D inputs: per-example weight gradient
     G_i = (g_i a_iᵀ) ⊙ M, bias gradient g_i. Units are output rows [W[j, :] | b[j]].
-    Squared row norms g_ij² (M a_i²)_j and L1 norms |g_ij| (M |a_i|)_j (DP-HFlow spec §3.4)."""
+    Squared row norms g_ij² (M a_i²)_j and L1 norms |g_ij| (M |a_i|)_j
+    (docs/methods/dp-hflow.md#per-example-gradients)."""
 
     def __init__(self, backprops: Tensor, activations: Tensor, weight: nn.Parameter,
                  bias: nn.Parameter | None, mask: Tensor | None = None,
@@ -334,7 +336,7 @@ class PerLayer(LayerwiseStrategy):
 
 class PerUnit(LayerwiseStrategy):
     """Unit j of a layer gets C_ℓ[j] = C_ℓ · √(‖G[j,:]‖₁ / Σ_k ‖G[k,:]‖₁), so Σ_j C_ℓ[j]² = C_ℓ²
-    (DP-HFlow §3.3, per-unit clipping). A unit with zero L1 norm gets threshold 0 (its gradient is 0)."""
+    (docs/methods/dp-hflow.md#clipping). A unit with zero L1 norm gets threshold 0 (its gradient is 0)."""
 
     def describe(self) -> str:
         return "per_unit"
@@ -347,7 +349,7 @@ class PerUnit(LayerwiseStrategy):
 
 class Sparse(LayerwiseStrategy):
     """Stochastic sparsification T_{τ,γ} (Ye et al. 2020) of each example's layer gradient, then
-    per-layer clipping (DP-HFlow §3.3). τ is the k-th largest |entry|, k = ⌈m(1−s)⌉ for a layer of m
+    per-layer clipping (docs/methods/dp-hflow.md#clipping). τ is the k-th largest |entry|, k = ⌈m(1−s)⌉ for a layer of m
     entries; γ ~ U[0, 1] drawn per entry from the generator. Needs materialised gradients."""
 
     def __init__(self, sparsity: float):
@@ -379,7 +381,7 @@ class Sparse(LayerwiseStrategy):
 def stochastic_prune(flat: Tensor, sparsity: float, generator: torch.Generator | None = None) -> Tensor:
     """T_{τ,γ} row by row (Ye et al. 2020): keep |x| > τ; sign(x)·τ if τγ ≤ |x| ≤ τ; 0 if |x| < τγ.
     Unbiased per entry; τ is the row's k-th largest |entry|, k = ⌈m(1−s)⌉, found by selection
-    (`kthvalue`, spec A9). This runs on every example's gradient of every layer at every step and
+    (`kthvalue`). This runs on every example's gradient of every layer at every step and
     dominates sparse clipping's cost, so it works in place: fresh 40 MB temporaries cost more than
     the arithmetic. On Adult's MADE layers `topk` was 3.5× slower than `kthvalue` at s = 0.25, and
     numpy's `partition` 1.4× slower (the masked weights' gradients are ties at zero)."""
@@ -427,7 +429,7 @@ def _trainable_count(module: nn.Module, recurse: bool) -> int:
 def split_clip_norm(networks: Sequence[nn.Module], clip_norm: float,
                     network_shares: Sequence[float] | None = None) -> list[tuple[nn.Module, float]]:
     """C split first across networks, then across each network's layers, with C_ℓ² ∝ parameter
-    count so every coordinate gets an equal share of C² (DP-HFlow spec §3.2; Σ C_ℓ² = C²).
+    count so every coordinate gets an equal share of C² (Σ C_ℓ² = C²; docs/methods/dp-hflow.md#clipping).
 
     network_shares: fractions of C² per network (e.g. a dequantizer's share); default ∝ their sizes,
     which makes the two-level split one level.

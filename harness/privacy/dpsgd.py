@@ -15,7 +15,8 @@ Two gradient engines compute the clipped per-example sum:
 - "fast": forward hooks tap each layer's output; its per-example gradients are formed from the
   cached input and the output gradient inside the backward pass (`FAST_RULES`, else the layer's
   Opacus grad sampler) and clipped there, so linear-type layers never materialise per-example
-  gradients and per-layer strategies store nothing per example (PERFORMANCE.md). Parameters are
+  gradients and per-layer strategies store nothing per example
+  (docs/methods/dp-hflow.md#per-example-gradients). Parameters are
   detached inside the tapped forward, so autograd does not also compute the unclipped gradient.
 - "opacus": Opacus's `GradSampleModule` materialises per-example gradients with hooks; the
   comparison path, and a second implementation the fast one is tested against.
@@ -321,7 +322,7 @@ class PrivatePhase:
         self._refuse_non_finite_parameters()
 
     def _refuse_non_finite_parameters(self) -> None:
-        """Stop a diverged model, naming the step and the parameters (DP-NF spec A5).
+        """Stop a diverged model, naming the step and the parameters (docs/methods/dp-nf.md#divergence).
 
         The check reads only the parameters, which are released noisy values. A check of the
         gradient sum before the noise would not be private: one row with an overflowing gradient

@@ -1,6 +1,8 @@
 """Independent re-accounting of a ledger: the harness recomputes ε from each entry's recorded
-parameters with the `prv-accountant` package (Gopi et al. 2021), composing all entries jointly,
-and refuses a cell whose claim is below that figure or whose spend exceeds its budget. An RDP
+parameters, with the tightest composition it can verify for the mechanisms present, and refuses a
+cell whose claim is below that figure or whose spend exceeds its budget (`independent_epsilon`):
+pure-DP entries add up, Gaussian-only ledgers compose exactly (μ-GDP), zCDP-only ledgers add ρ,
+and any other mix is composed jointly by the `prv-accountant` package (Gopi et al. 2021). An RDP
 figure (Opacus's analysis, all entries summed per order) is reported beside it as a second opinion.
 """
 

@@ -26,7 +26,7 @@ import numpy as np
 import pandas as pd
 
 from dpgym import learning
-from dpgym.executors import cpu_count
+from dpgym.threads import cpu_count
 from dpgym.leaderboard import ARROWS, Leaderboard, build_leaderboard, rank_groups
 from dpgym.registry import Registry
 from dpgym.report import figures
@@ -131,13 +131,13 @@ def overview_tables(lb: Leaderboard, families: dict[str, str]) -> list[dict[str,
 
 def _ledger_rows(run_dir: Path, results: list[dict[str, Any]]) -> list[dict[str, Any]]:
     rows = []
-    for r in sorted(results, key=lambda r: (r["cell"]["dataset"], r["cell"]["generator"],
+    for r in sorted(results, key=lambda r: (r["cell"]["dataset"], r["cell"]["method"],
                                            float(r["cell"]["epsilon"]), r["cell"]["seed"])):
         path = run_dir / "cells" / r["cell"]["key"] / "ledger.json"
         ledger = json.loads(path.read_text()) if path.exists() else None
         re = (ledger or {}).get("reaccounted") or {}
         rows.append({
-            "cell": r["cell"], "status": r["status"], "guarantee": r["generator"]["guarantee"],
+            "cell": r["cell"], "status": r["status"], "guarantee": r["method"]["guarantee"],
             "epsilon": _eps(float(r["cell"]["epsilon"])),
             "ledger": ledger,
             "entries": [{**e, "params_text": ", ".join(f"{k}={_sig(v)}"
@@ -261,7 +261,7 @@ def class_f1_table(results: list[dict[str, Any]]) -> dict[str, Any] | None:
     for result in results:
         per_class = result.get("metric_detail", {}).get("utility", {}).get("f1_per_class")
         if result["status"] == "ok" and per_class:
-            cells.append((float(result["cell"]["epsilon"]), result["cell"]["generator"]))
+            cells.append((float(result["cell"]["epsilon"]), result["cell"]["method"]))
             scores.append(per_class)
     classes = list(scores[0]) if scores else []
     if len(classes) < 3:
@@ -403,9 +403,9 @@ def provenance(run_dir: Path, results: list[dict[str, Any]]) -> dict[str, Any]:
     manifest = json.loads((run_dir / "run.json").read_text()) if (run_dir / "run.json").exists() else {}
     datasets = {(r["dataset"]["name"], r["dataset"].get("version", ""), r["dataset"].get("checksum", ""))
                 for r in results if "dataset" in r}
-    generators = {(r["generator"]["label"] if r["generator"].get("label") else r["generator"]["name"],
-                   r["generator"]["name"], r["generator"].get("version", ""), r["generator"].get("package", ""),
-                   json.dumps(r["generator"].get("params", {}), sort_keys=True)) for r in results}
+    generators = {(r["method"]["label"] if r["method"].get("label") else r["method"]["name"],
+                   r["method"]["name"], r["method"].get("version", ""), r["method"].get("package", ""),
+                   json.dumps(r["method"].get("params", {}), sort_keys=True)) for r in results}
     report_packages = {}
     for name in REPORT_PACKAGES:
         try:
@@ -457,7 +457,7 @@ def write_report(run_dir: Path, registry: Registry, out: Path | None = None, key
         "datasets": dataset_sections(run_dir, lb, results, registry, palette),
         "learning": learning_sections(lb, palette),
         "ledger": _ledger_rows(run_dir, results),
-        "failures": sorted(failures, key=lambda r: (r["cell"]["dataset"], r["cell"]["generator"], r["cell"]["seed"])),
+        "failures": sorted(failures, key=lambda r: (r["cell"]["dataset"], r["cell"]["method"], r["cell"]["seed"])),
         "charged": lb.failures().to_dict(orient="records"),
         "time_limit": lb.time_limit,
         "provenance": provenance(run_dir, results),

@@ -75,6 +75,8 @@ def metric_curves(board: pd.DataFrame, metrics: Sequence[str], directions: dict[
                         for e, v in zip(part.epsilon[infinite], part[f"{m}_mean"][infinite])]
             part = part[~infinite]
             colour = palette[generator]
+            if part.empty:
+                continue
             if single_epsilon:
                 err = np.vstack([part[f"{m}_mean"] - part[f"{m}_ci_low"], part[f"{m}_ci_high"] - part[f"{m}_mean"]])
                 # When every seed agrees, the bootstrap bounds equal the mean up to rounding (±1e-16).

@@ -1,4 +1,4 @@
-"""UCI Adult as DP-auto-GAN prepares it (Tantipongpipat et al., App. E.1; dp-auto-gan spec §3.2):
+"""UCI Adult as DP-auto-GAN prepares it (Tantipongpipat et al., App. E.1; docs/methods/dp-auto-gan.md#datasets):
 the official split, `fnlwgt` and `education` dropped (education-num carries the same levels), and
 education-num a 16-level discrete column, one-hot encoded, as in the paper's code. Thirteen columns,
 whose mixed-type encoding is the paper's 106 coordinates (the full `adult` schema gives 108, with a

@@ -1,5 +1,5 @@
 """UCI Adult as the ExpM+NF paper prepares it: both files pooled, '?' rows dropped (45,222 rows),
-stratified 64/16/20 train/dev/test split with a fixed seed (Bridges et al., expm-nf spec §4.1).
+stratified 64/16/20 train/dev/test split with a fixed seed (Bridges et al.; docs/methods/expm-nf.md#adult).
 
 The official adult split keeps '?' as a category; this variant is the one the private-learning track
 reproduces. `load()` returns train = train+dev (80%, the paper's final fit) and test (20%);

@@ -13,8 +13,7 @@ from functools import cache, partial
 
 import pandas as pd
 
-from dpgym import DatasetSpec, Schema, Split, hookimpl
-from dpgym.datafiles import REPO_DATA, combined_checksum, files_availability, verified
+from dpgym import DatasetSpec, REPO_DATA, Schema, Split, combined_checksum, files_availability, hookimpl, verified
 from dpgym.plugins.datasets.parametric import rebalanceable
 
 FILES = {

@@ -23,9 +23,10 @@ from pathlib import Path
 import pandas as pd
 from sklearn.model_selection import train_test_split
 
-from dpgym import DatasetSpec, Schema, Split, hookimpl
-from dpgym.datafiles import REPO_DATA, DatasetUnavailable, data_root, sha256_of, verified
-from dpgym.plugins.datasets.parametric import ParametricDatasetSpec, parse_options
+from dpgym import (
+    DatasetSpec, DatasetUnavailable, REPO_DATA, Schema, SpecLookup, Split, data_root, hookimpl, sha256_of, verified,
+)
+from dpgym.plugins.datasets.parametric import parse_options
 
 ARCHIVE = "covtype.data.gz"
 URL = "https://archive.ics.uci.edu/ml/machine-learning-databases/covtype/covtype.data.gz"
@@ -125,10 +126,10 @@ def spec(data_dir: str | None = None) -> DatasetSpec:
     )
     if data_dir:
         return DatasetSpec(name=f"covertype:data_dir={data_dir}", **fields)
-    return ParametricDatasetSpec(name="covertype", resolve=_resolve, **fields)
+    return DatasetSpec(name="covertype", resolve=_resolve, **fields)
 
 
-def _resolve(argument: str) -> DatasetSpec:
+def _resolve(argument: str, plugins: SpecLookup) -> DatasetSpec:
     return spec(parse_options(argument, {"data_dir": str}, "covertype").get("data_dir"))
 
 

@@ -18,8 +18,9 @@ from functools import cache, partial
 import pandas as pd
 from sklearn.model_selection import train_test_split
 
-from dpgym import Column, ColumnKind, DatasetSpec, Schema, SchemaError, Split, hookimpl
-from dpgym.datafiles import REPO_DATA, files_availability, verified
+from dpgym import (
+    Column, ColumnKind, DatasetSpec, REPO_DATA, Schema, SchemaError, Split, files_availability, hookimpl, verified,
+)
 from dpgym.plugins.datasets.parametric import rebalanceable
 
 DATA = "intrusion/kddcup.data_10_percent.gz"

@@ -17,9 +17,11 @@ from functools import cache, partial
 import numpy as np
 import pandas as pd
 
-from dpgym import DatasetSpec, Schema, SchemaError, Split, hookimpl
-from dpgym.datafiles import REPO_DATA, combined_checksum, files_availability, verified
-from dpgym.plugins.datasets.parametric import ParametricDatasetSpec, fold_number, parse_options
+from dpgym import (
+    DatasetSpec, REPO_DATA, Schema, SchemaError, SpecLookup, Split, combined_checksum, files_availability, hookimpl,
+    verified,
+)
+from dpgym.plugins.datasets.parametric import fold_number, parse_options
 
 FOLDS = 10
 LIFESCI = "lifesci/lifesci.csv.xz"
@@ -105,14 +107,14 @@ def spec(fold: int = 1) -> DatasetSpec:
     )
     if fold != 1:
         return DatasetSpec(name=f"lifesci:fold={fold}", description=f"Life Science, dp-flows fold {fold} held out", **fields)
-    return ParametricDatasetSpec(
+    return DatasetSpec(
         name="lifesci", resolve=_resolve,
         description="Life Science (DP-EM scaling, unit ball); fold 1 of 10 held out; lifesci:fold=k for the others",
         **fields,
     )
 
 
-def _resolve(argument: str) -> DatasetSpec:
+def _resolve(argument: str, plugins: SpecLookup) -> DatasetSpec:
     options = parse_options(argument, {"fold": fold_number(FOLDS)}, "lifesci")
     return spec(options.get("fold", 1))
 

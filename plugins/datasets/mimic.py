@@ -1,11 +1,11 @@
-"""MIMIC-III binary ICD-9 matrix (DP-auto-GAN §4.1, App. D; spec §3.1), and a synthetic sparse
-binary stand-in with correlated codes for tests and CI.
+"""MIMIC-III binary ICD-9 matrix (DP-auto-GAN §4.1, App. D; docs/methods/dp-auto-gan.md#datasets),
+and a synthetic sparse binary stand-in with correlated codes for tests and CI.
 
 `mimic3`: PhysioNet credentialed data, which the project cannot ship. Build the patient × 3-digit
 ICD-9 code matrix with medGAN's script (Choi et al.) and point ``DPGYM_MIMIC3`` at it: a CSV (or
 .csv.gz / .parquet) with one header row of code names and one 0/1 row per patient, in the order
 the split should follow. The split is the paper's 60/20/20 in file order; the harness trains on the
-60% and evaluates on the next 20% (spec A15: CODE tests its evaluators on the validation split);
+60% and evaluates on the next 20% (as the paper's code tests its evaluators on the validation split);
 the last 20% is never read. Suites name datasets only, so the path comes from the environment.
 The file is user-supplied, so no checksum is pinned: the cell key carries the path instead.
 
@@ -24,8 +24,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from dpgym import Column, ColumnKind, DatasetSpec, Schema, Split, hookimpl
-from dpgym.datafiles import DatasetUnavailable
+from dpgym import Column, ColumnKind, DatasetSpec, DatasetUnavailable, Schema, Split, hookimpl
 
 ENV = "DPGYM_MIMIC3"
 BINARY = ("0", "1")

@@ -1,10 +1,10 @@
-"""Dataset specs that take an argument in their name, e.g. ``lifesci:fold=3``, ``csv:data.csv`` or
-``census:undersample=0.4,test=0.2`` (a rebalanced variant, `rebalanceable`).
+"""Helpers for datasets that take an argument in their name, e.g. ``lifesci:fold=3``, ``csv:data.csv``
+or ``census:undersample=0.4,test=0.2`` (a rebalanced variant, `rebalanceable`).
 
-A `ParametricDatasetSpec` is an ordinary `DatasetSpec` (the registry lists it under its plain name,
-``lifesci`` or ``csv``) that also knows how to build the spec for ``NAME:ARGUMENT``. The registry
-asks it through `resolve` when it meets a name with a ``:``. Arguments are ``key=value`` pairs
-joined by ``,`` (`parse_options`); the csv plugin also takes a leading file path.
+Such a dataset's spec has a `resolve(argument, plugins)` function that builds the spec of
+``NAME:ARGUMENT``; the registry lists the spec under its plain name and asks `resolve` when it
+meets a name with a ``:``. Arguments are ``key=value`` pairs joined by ``,`` (`parse_options`); the
+csv plugin also takes a leading file path.
 """
 
 from __future__ import annotations
@@ -12,23 +12,15 @@ from __future__ import annotations
 import dataclasses
 import functools
 from collections.abc import Callable
-from dataclasses import dataclass
 
 import numpy as np
 from sklearn.model_selection import train_test_split
 
-from dpgym import DatasetSpec, Split
-from dpgym.datafiles import combined_checksum
+from dpgym import DatasetSpec, SpecLookup, Split, combined_checksum
 
 
 class DatasetArgumentError(ValueError):
     """A ``NAME:ARGUMENT`` dataset name has an argument its plugin cannot use; the message says which."""
-
-
-@dataclass(frozen=True)
-class ParametricDatasetSpec(DatasetSpec):
-    # Builds the spec of "name:argument" from "argument"; raises DatasetArgumentError on a bad one.
-    resolve: Callable[[str], DatasetSpec] | None = None
 
 
 def parse_options(argument: str, allowed: dict[str, Callable[[str], object]], dataset: str) -> dict[str, object]:
@@ -78,8 +70,8 @@ def rebalance(split: Split, target: str, undersample: float, test: float | None)
     """Keep a seeded random `undersample` share of the majority class's training rows; with `test`,
     pool what is left and re-split it (stratified on the target) with that test share, else keep
     the official test part. This is how DP-MERF's tabular code prepares its data (undersampling
-    rate and re-split per dataset); the DP-HFlow spec (§5.1) says that paper may have reused it,
-    but does not know. The variant is the dataset: the generator's DP guarantee is
+    rate and re-split per dataset); DP-HFlow may have reused it, which is not known
+    (docs/methods/dp-hflow.md#datasets). The variant is the dataset: the generator's DP guarantee is
     with respect to the training part it receives."""
     rng = np.random.default_rng(REBALANCE_SEED)
     labels = split.train[target]
@@ -92,11 +84,10 @@ def rebalance(split: Split, target: str, undersample: float, test: float | None)
     return Split(train=train.reset_index(drop=True), test=held_out.reset_index(drop=True))
 
 
-def rebalanceable(base: DatasetSpec) -> ParametricDatasetSpec:
+def rebalanceable(base: DatasetSpec) -> DatasetSpec:
     """`base` listed under its own name, also resolving ``NAME:undersample=r[,test=f]`` to a
     rebalanced variant (see `rebalance`)."""
-    fields = {f.name: getattr(base, f.name) for f in dataclasses.fields(DatasetSpec)}
-    return ParametricDatasetSpec(**fields, resolve=functools.partial(_rebalanced_variant, base))
+    return dataclasses.replace(base, resolve=functools.partial(_rebalanced_variant, base))
 
 
 @functools.cache  # one spec object per variant, so the runner's per-process load cache is hit
@@ -115,7 +106,7 @@ def _variant(base: DatasetSpec, undersample: float, test: float | None) -> Datas
     )
 
 
-def _rebalanced_variant(base: DatasetSpec, argument: str) -> DatasetSpec:
+def _rebalanced_variant(base: DatasetSpec, argument: str, plugins: SpecLookup) -> DatasetSpec:
     options = parse_options(argument, {"undersample": share, "test": share}, base.name)
     if "undersample" not in options:
         raise DatasetArgumentError(f"{base.name}: a variant needs undersample=r (the majority class's kept share)")

@@ -19,9 +19,8 @@ import pandas as pd
 from sklearn.datasets import make_moons
 from sklearn.model_selection import KFold
 
-from dpgym import DatasetSpec, Schema, Split, hookimpl
-from dpgym.datafiles import REPO_DATA
-from dpgym.plugins.datasets.parametric import ParametricDatasetSpec, fold_number, parse_options
+from dpgym import DatasetSpec, REPO_DATA, Schema, SpecLookup, Split, hookimpl
+from dpgym.plugins.datasets.parametric import fold_number, parse_options
 
 N_POINTS = 30_000
 SEED = 0
@@ -106,10 +105,10 @@ def spec(name: str, fold: int = 1) -> DatasetSpec:
     )
     if fold != 1:
         return DatasetSpec(name=f"{name}:fold={fold}", **fields)
-    return ParametricDatasetSpec(name=name, resolve=partial(_resolve, name), **fields)
+    return DatasetSpec(name=name, resolve=partial(_resolve, name), **fields)
 
 
-def _resolve(name: str, argument: str) -> DatasetSpec:
+def _resolve(name: str, argument: str, plugins: SpecLookup) -> DatasetSpec:
     return spec(name, parse_options(argument, {"fold": fold_number(FOLDS)}, name).get("fold", 1))
 
 

@@ -25,10 +25,11 @@ from typing import NoReturn
 import pandas as pd
 from sklearn.model_selection import train_test_split
 
-from dpgym import DatasetSpec, Schema, SchemaError, Split, hookimpl
-from dpgym.datafiles import DatasetUnavailable, combined_checksum, sha256_of
-from dpgym.inference import PARQUET_SUFFIXES, UnreviewedSchemaWarning, read_table
-from dpgym.plugins.datasets.parametric import DatasetArgumentError, ParametricDatasetSpec, parse_options
+from dpgym import (
+    DatasetSpec, DatasetUnavailable, PARQUET_SUFFIXES, Schema, SchemaError, SpecLookup, Split,
+    UnreviewedSchemaWarning, combined_checksum, hookimpl, read_table, sha256_of,
+)
+from dpgym.plugins.datasets.parametric import DatasetArgumentError, parse_options
 
 DATA_SUFFIXES = {".csv", ".tsv", ".txt", ".gz", ".bz2", ".xz", ".zst", ".zip", *PARQUET_SUFFIXES}
 OPTIONS = {"schema": Path, "test": Path, "split_column": str, "test_fraction": float, "seed": int}
@@ -154,7 +155,7 @@ def _no_file() -> NoReturn:
     raise DatasetUnavailable(f"csv: {USAGE}")
 
 
-SPEC = ParametricDatasetSpec(
+SPEC = DatasetSpec(
     name="csv",
     version="user",
     load=_no_file,
@@ -163,7 +164,7 @@ SPEC = ParametricDatasetSpec(
     license="user-provided",
     checksum="",
     description="your own CSV/Parquet file plus schema TOML: csv:PATH[,schema=FILE][,test=FILE|,split_column=COL|,test_fraction=F,seed=N]",
-    resolve=spec,
+    resolve=lambda argument, plugins: spec(argument),
     availability=lambda: f"name a file: {USAGE}",
 )
 

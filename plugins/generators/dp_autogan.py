@@ -2,34 +2,37 @@
 for Unsupervised Learning"): a DP-SGD autoencoder, then a WGAN whose generator works in the
 autoencoder's latent space; only the decoder and the generator are released.
 
-Notes: /work/shared/specs/dp-auto-gan.md (cited below as "spec §").
+What the paper fixes and what dpgym chose: docs/methods/dp-auto-gan.md.
 
-- Encoding: `dpgym.plugins.nn.mixed.MixedEncoding`, from the public schema only (spec §1.2, A13).
-- Phase 1 (spec §1.4, A1): encoder and decoder trained together by DP-SGD, the concatenated
+- Encoding: `dpgym.plugins.nn.mixed.MixedEncoding`, from the public schema only
+  (docs/methods/dp-auto-gan.md#encoding).
+- Phase 1: encoder and decoder trained together by DP-SGD, the concatenated
   (encoder ∥ decoder) per-example gradient clipped to C1 (flat clipping), BCE loss
   (`encoder_mode="joint_dp"`); or the encoder left at its seeded random initialisation and only
-  the decoder trained (`"frozen_random"`, as CODE for MIMIC). Both are DP; the paper code's
-  non-private encoder is not offered (its per-example sensitivity is unbounded).
-- Phase 2 (spec §1.5, A2–A4): critic loss D(De(G(z))) − D(x) per real row with one fresh fake
+  the decoder trained (`"frozen_random"`, as the authors' MIMIC code). Both are DP; the paper code's
+  non-private encoder is not offered (its per-example sensitivity is unbounded; see
+  docs/methods/dp-auto-gan.md#autoencoder-phase).
+- Phase 2: critic loss D(De(G(z))) − D(x) per real row with one fresh fake
   inside each clipped per-example gradient, noised by DP-SGD; weights clamped to ±c afterwards
   (post-processing). Every `d_per_g` critic steps, one non-private generator step on
   −D(De(G(z))) that never reads a real row. The released generator is an exponential moving
-  average of its iterates (`generator_ema`, 0 = the last iterate as in CODE): post-processing
-  of the DP critic's outputs, so free (see the Known gap below for why).
-- Generator normalisation (spec A8): LayerNorm as CODE (default), or the paper's BatchNorm1d
+  average of its iterates (`generator_ema`, 0 = the last iterate as in the authors' code):
+  post-processing of the DP critic's outputs, so free (see the Known gap below for why). See
+  docs/methods/dp-auto-gan.md#gan-phase.
+- Generator normalisation: LayerNorm as in the authors' code (default), or the paper's BatchNorm1d
   (`generator_norm="batch"`), whose running statistics are then set from noise through the
   released weights.
-- Accounting (spec §1.7, Lemma 4): both phases are planned on one `DPSGD`, whose accountant sums
+- Accounting (the paper's Lemma 4): both phases are planned on one `DPSGD`, whose accountant sums
   their RDP curves per order and converts once (classic conversion, as the paper). The noise
   multipliers keep the preset's published ratio ψ1 : ψ3 and are scaled together to the budget
-  (`noise="calibrate"`), or are exactly the published pair (`noise="published"`, spec §2.1–2.2),
-  whose ε must then be within the budget.
+  (`noise="calibrate"`), or are exactly the published pair (`noise="published"`), whose ε must
+  then be within the budget. See docs/methods/dp-auto-gan.md#accounting.
 - ε = ∞: the same two phases without clipping or noise, ledger `non_private`.
 
 Known gap. Salary accuracy of the 800-tree forest trained on samples (ADULT preset at the suite's
 published noise; majority rate 76.4 %, real rows 85.2 %; paper 74.7 / 78.7 / 79.2 % at
 ε = 0.36 / 0.51 / 1.01):
-- 2026-11-23: the noisy critic at CODE's RMSprop lr 0.005 inside the ±0.01 clamp learned nothing
+- 2026-11-23: the noisy critic at the authors' RMSprop lr 0.005 inside the ±0.01 clamp learned nothing
   (D(real) − D(fake), averaged over 1,500-step windows, fell from 1.2e-3 to 1e-5; ε = ∞: 1e-2 →
   4e-3), the samples had 2 % salary ones (train 24 %) and the forest scored the majority rate.
   Private fits now use the preset's `private_disc_lr` (5e-4, see PRESETS); ε = ∞, seed 0: 79.7 %.
@@ -46,11 +49,11 @@ published noise; majority rate 76.4 %, real rows 85.2 %; paper 74.7 / 78.7 / 79.
   (78.5 %) sits on the mean; the 0.51 target (78 %) is not met.
   Summed smoothed KL over the 8 categorical columns: 0.56 / 0.48 / 0.24 (paper 0.81 / 0.48 at
   0.36 / 0.51). ε = ∞, seeds 0–1: 78.9 / 79.6 %.
-- The paper's BatchNorm generator (`generator_norm="batch"`, spec A8), ε = 0.51, seeds 0–9 decided
+- The paper's BatchNorm generator (`generator_norm="batch"`), ε = 0.51, seeds 0–9 decided
   before running (2026-11-26): 77.8 / 77.3 / 81.5 / 79.1 / 72.8 / 76.4 / 76.9 / 76.4 / 77.4 / 80.0 %,
   mean 77.56 % (sd 2.4, median 77.4), summed KL 0.49; LayerNorm on the same seeds 77.98 %. No gain.
 - The paper's own 13 columns (`adult_autogan`: fnlwgt and education dropped, education-num 16 levels,
-  the 106-wide encoding of spec §2.1; the figures above are on the 15-column `adult`), ε = 0.51,
+  the paper's 106-wide encoding; the figures above are on the 15-column `adult`), ε = 0.51,
   seeds 0–19 decided before running (2026-11-27): mean 77.89 % (sd 1.05, se 0.24, median 77.88,
   76.1–80.0; no collapsed seed), KL 0.495 (paper 0.48); the paper's DP-VAE (`dp_vae` architecture
   "sap") KL 1.25 at 0.51 and 1.93 at 0.36 over seeds 0–2 (paper 1.17 / 2.52). Still under 78 %.
@@ -85,9 +88,10 @@ from torch import Tensor, nn
 from torch.nn import functional as F
 from torch.optim.swa_utils import AveragedModel, update_bn
 
-from dpgym import Budget, GeneratorSpec, Guarantee, Ledger, Schema, hookimpl
-from dpgym.privacy.accountants import Accountant, Phase, PRVAccountant, RDPAccountant
-from dpgym.privacy.dpsgd import DPSGD
+from dpgym import (
+    Accountant, Budget, Capability, DPSGD, GeneratorSpec, Guarantee, Ledger, PRVAccountant, Phase, RDPAccountant,
+    Schema, hookimpl,
+)
 from dpgym.plugins.nn.mixed import MixedEncoding
 from dpgym.plugins.nn.phases import PlainPhase
 from dpgym.plugins.nn.runtime import resolve_device, single_thread
@@ -113,7 +117,7 @@ class Preset:
     encoder: str  # "mlp": n → (n+d)//2 → d, LeakyReLU(0.2) (ADULT); "linear_tanh": n → d, Tanh (MIMIC)
     generator: str  # "residual": 3 normalised blocks (ADULT); "mlp_tanh": 2 layers, Tanh out (MIMIC)
     discriminator: tuple[float, ...]  # hidden widths as fractions of n (ADULT) or absolute (MIMIC, >1)
-    loss_reduction: str  # BCE "mean" or "sum" over coordinates (spec A7)
+    loss_reduction: str  # BCE "mean" or "sum" over coordinates (docs/methods/dp-auto-gan.md#autoencoder-phase)
     ae_steps: int
     ae_batch_size: int
     ae_lr: float
@@ -132,8 +136,9 @@ class Preset:
 
 
 PRESETS: dict[str, Preset] = {
-    # Spec §2.1 (App. E.1). C1 = 0.012 was the paper's decoder-only clip; we apply it to the joint
-    # (encoder ∥ decoder) gradient (spec A1). In a non-private run on Adult the median per-example
+    # App. E.1 (docs/methods/dp-auto-gan.md#hyper-parameters). C1 = 0.012 was the paper's
+    # decoder-only clip; we apply it to the joint (encoder ∥ decoder) gradient. In a non-private run
+    # on Adult the median per-example
     # norms are ≈0.06–0.19 joint vs ≈5% less decoder-only, so both clip nearly every example and
     # Adam's scale invariance makes the two readings act alike.
     "adult": Preset(
@@ -143,7 +148,7 @@ PRESETS: dict[str, Preset] = {
         disc_clip_norm=0.022, weight_clamp=0.01,
         settings=(Setting(0.36, 5.0, 8.0, 15_000), Setting(0.51, 2.5, 7.5, 15_000),
                   Setting(1.01, 1.5, 3.5, 15_000)),
-        # Deviation from CODE (spec §2.1, A3): in a private fit the critic steps at lr 5e-4, not
+        # Deviation from the authors' code: in a private fit the critic steps at lr 5e-4, not
         # 0.005. When ψ3·C3 noise dominates the critic's gradient, RMSprop moves each weight by
         # ≈ lr per step in a random direction, so at lr 0.005 inside the ±0.01 clamp a weight
         # random-walks across its whole box in ~4 steps and averages no noise. Measured (ε = 1.01,
@@ -153,10 +158,10 @@ PRESETS: dict[str, Preset] = {
         # was 25.5 %. Only 5e-4 and 5e-5 were tried; 5e-5 (ε = 0.51) left the critic's estimate at
         # ~5e-5 and a 38 % marginal. The choice follows those training-data diagnostics (the test
         # RF was printed alongside, one seed each). ε = ∞ keeps 0.005 (79.7 % salary accuracy,
-        # paper 79.2 %). `disc_lr=0.005` restores CODE's private behaviour.
+        # paper 79.2 %). `disc_lr=0.005` restores the authors' private behaviour.
         private_disc_lr=5e-4,
     ),
-    # Spec §2.2 (App. D) and A9: the paper's serialized private nets, latent 64.
+    # App. D (docs/methods/dp-auto-gan.md#hyper-parameters): the paper's serialized private nets, latent 64.
     "mimic": Preset(
         latent_dim=64, noise_dim=64, encoder="linear_tanh", generator="mlp_tanh", discriminator=(256,),
         loss_reduction="sum", ae_steps=15_000, ae_batch_size=100, ae_lr=0.001, ae_weight_decay=0.001,
@@ -167,10 +172,10 @@ PRESETS: dict[str, Preset] = {
     ),
 }
 
-# Spec A1: how phase 1 treats the encoder; both readings are DP.
+# How phase 1 treats the encoder (docs/methods/dp-auto-gan.md#autoencoder-phase); both readings are DP.
 ENCODER_MODES = ("joint_dp", "frozen_random")
 
-# Spec A8: the residual generator's normalisation, LayerNorm as CODE (the default: no train/eval
+# The residual generator's normalisation, LayerNorm as in the authors' code (the default: no train/eval
 # mismatch at sampling) or BatchNorm1d as the paper's text. Neither sees a real row.
 GENERATOR_NORMS = {"layer": nn.LayerNorm, "batch": nn.BatchNorm1d}
 
@@ -200,7 +205,7 @@ def build_autoencoder(preset: Preset, width: int, latent_dim: int) -> tuple[nn.M
 
 
 class ResidualGenerator(nn.Module):
-    """Spec §2.1: blocks Linear(no bias) → norm → LeakyReLU(0.2); h = b0(z)+z, h = b1(h)+h, b2(h)."""
+    """App. E.1: blocks Linear(no bias) → norm → LeakyReLU(0.2); h = b0(z)+z, h = b1(h)+h, b2(h)."""
 
     def __init__(self, noise_dim: int, latent_dim: int, norm: str = "layer"):
         super().__init__()
@@ -223,7 +228,7 @@ def build_generator(preset: Preset, noise_dim: int, latent_dim: int, norm: str =
 
 
 def build_discriminator(preset: Preset, width: int) -> nn.Module:
-    """A critic with a linear output (no sigmoid, spec A3)."""
+    """A critic with a linear output (no sigmoid), as in the paper's appendices D and E."""
     sizes = [width] + [max(1, round(h * width)) if h <= 1 else int(h) for h in preset.discriminator]
     layers: list[nn.Module] = []
     for i, o in zip(sizes[:-1], sizes[1:], strict=True):
@@ -232,7 +237,7 @@ def build_discriminator(preset: Preset, width: int) -> nn.Module:
 
 
 def reconstruction_loss(logits: Tensor, x: Tensor, reduction: str) -> Tensor:
-    """Per-example BCE over the coordinates (spec §1.2), mean or sum (spec A7)."""
+    """Per-example BCE over the coordinates, mean or sum (docs/methods/dp-auto-gan.md#autoencoder-phase)."""
     bce = F.binary_cross_entropy_with_logits(logits, x, reduction="none")
     return bce.mean(dim=1) if reduction == "mean" else bce.sum(dim=1)
 
@@ -243,7 +248,7 @@ def reconstruction_loss(logits: Tensor, x: Tensor, reduction: str) -> Tensor:
 
 def make_plan_accountant(name: str, target_epsilon: float) -> Accountant:
     if name == "rdp":
-        return RDPAccountant(conversion="classic")  # the paper's conversion (spec §1.7, A14)
+        return RDPAccountant(conversion="classic")  # the paper's conversion (docs/methods/dp-auto-gan.md#accounting)
     if name == "prv":
         return PRVAccountant.for_target(target_epsilon)
     raise ValueError(f"accountant must be 'rdp' or 'prv', got {name!r}")
@@ -357,7 +362,7 @@ class DPAutoGAN:
             generator_steps = train_gan(d_phase, critic, generator, decoder, x, g_opt, d_per_g=hp["d_per_g"],
                                         noise_dim=hp["noise_dim"], gen_batch_size=hp["disc_batch_size"],
                                         weight_clamp=hp["weight_clamp"], ema_decay=self.generator_ema)
-        # Released: decoder and generator only (spec §1.1); encoder and critic are dropped here.
+        # Released: decoder and generator only; encoder and critic are dropped here.
         self.decoder_, self.generator_ = decoder.eval(), generator.eval()
         self.noise_dim_, self.device_ = hp["noise_dim"], device
         self.generator_steps_ = generator_steps
@@ -402,7 +407,7 @@ class DPAutoGAN:
 
     @torch.no_grad()
     def sample_encoded(self, n: int, seed: int) -> np.ndarray:
-        """Post(De(G(z))) before decoding: rows in [0, 1]^n (spec §1.1)."""
+        """Post(De(G(z))) before decoding: rows in [0, 1]^n."""
         noise = torch.Generator(device=self.device_).manual_seed(seed)
         chunks = []
         for start in range(0, n, 8192):
@@ -416,7 +421,7 @@ class DPAutoGAN:
 # ---------------------------------------------------------------------------------------------
 
 def train_autoencoder(phase, encoder: nn.Module, decoder: nn.Module, x: Tensor, reduction: str) -> None:
-    """Phase 1 (spec §1.4): per-example reconstruction loss on each Poisson batch."""
+    """Phase 1: per-example reconstruction loss on each Poisson batch."""
     encoder.train(), decoder.train()
     for idx in phase.batches():
         batch = x[idx]
@@ -437,7 +442,7 @@ def moving_average(decay: float) -> Callable[[Tensor, Tensor, Tensor], Tensor]:
 def train_gan(phase, critic: nn.Module, generator: nn.Module, decoder: nn.Module, x: Tensor,
               g_opt: torch.optim.Optimizer, *, d_per_g: int, noise_dim: int, gen_batch_size: int,
               weight_clamp: float, ema_decay: float) -> int:
-    """Phase 2 (spec §1.5): `d_per_g` private critic steps, then one generator step, until the
+    """Phase 2: `d_per_g` private critic steps, then one generator step, until the
     phase's critic steps are spent; the generator ends as the moving average of its iterates with
     decay `ema_decay` (0: the last iterate; see `moving_average`). Returns the number of generator steps.
 
@@ -474,8 +479,8 @@ def fake_rows(generator: nn.Module, decoder: nn.Module, n: int, noise_dim: int, 
 
 def critic_step(phase, critic: nn.Module, generator: nn.Module, decoder: nn.Module, real: Tensor,
                 noise_dim: int, weight_clamp: float) -> None:
-    """One DP step on the critic: per real row i, loss D(fake_i) − D(real_i) with a fresh fake
-    (spec A4); both terms sit inside row i's clipped gradient."""
+    """One DP step on the critic: per real row i, loss D(fake_i) − D(real_i) with a fresh fake;
+    both terms sit inside row i's clipped gradient."""
     critic.train()
     with torch.no_grad():
         fake = fake_rows(generator, decoder, len(real), noise_dim, real.device)
@@ -504,7 +509,8 @@ SPEC = GeneratorSpec(
     version="1",
     factory=DPAutoGAN,
     guarantee=Guarantee.FORMAL,
-    defaults={"preset": "adult", "noise": "calibrate", "accountant": "rdp", "decoding": "argmax", "device": "auto",
+    capabilities=frozenset({Capability.DEVICE}),
+    defaults={"preset": "adult", "noise": "calibrate", "accountant": "rdp", "decoding": "argmax",
               "encoder_mode": "joint_dp", "generator_ema": 0.99, "generator_norm": "layer",
               **{name: None for name in OVERRIDABLE}},
     quick_params={"ae_steps": 20, "disc_steps": 20, "d_per_g": 5},

@@ -36,9 +36,9 @@ import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 
-from dpgym import Budget, GeneratorSpec, Guarantee, Ledger, LedgerEntry, Schema, hookimpl
-from dpgym.privacy import calibrate_gaussian
-from dpgym.privacy.dpsgd import DPSGD
+from dpgym import (
+    Budget, Capability, DPSGD, GeneratorSpec, Guarantee, Ledger, LedgerEntry, Schema, calibrate_gaussian, hookimpl,
+)
 from dpgym.plugins.nn.runtime import resolve_device, single_thread
 from dpgym.plugins.nn.tabular import (
     sample_labelled,
@@ -164,9 +164,10 @@ SPEC = GeneratorSpec(
     version="1",
     factory=DPCGAN,
     guarantee=Guarantee.FORMAL,
+    capabilities=frozenset({Capability.DEVICE}),
     defaults={"steps": 3000, "batch_size": 256, "clip_norm": 1.1, "noise_dim": 100, "hidden": 128,
               "d_learning_rate": 0.1, "d_final_learning_rate": 0.052, "g_learning_rate": 1e-3,
-              "label_share": 0.05, "accountant": "prv", "device": "auto"},
+              "label_share": 0.05, "accountant": "prv"},
     quick_params={"steps": 6, "batch_size": 32, "hidden": 16, "noise_dim": 8},
     description="DP-CGAN: conditional GAN, discriminator by DP-SGD over the true n with Poisson sampling",
 )

@@ -1,17 +1,17 @@
 """DP-HFlow (Lee, Kim, Jeong & Ro, AAAI 2022): a normalizing flow for mixed-type tables trained with
-DP-SGD and fine-grained clipping. Implementation notes: ../shared/specs/dp-hflow.md (cited as §n / An).
+DP-SGD and fine-grained clipping. What the paper fixes and what dpgym chose: docs/methods/dp-hflow.md.
 
-Data → noise, per row (spec §2, A4):
+Data → noise, per row (docs/methods/dp-hflow.md#flow):
 
-    x ─ dequantize discrete columns (uniform or variational, A1) ─ log1p of heavy-tailed columns ─
-      public-bounds scaling (A5) ─ y
+    x ─ dequantize discrete columns (uniform or variational) ─ log1p of heavy-tailed columns ─
+      public-bounds scaling ─ y
     y ─ [RQ spline(MADE(·, q(1))) → low-rank linear₁] ─ reverse ─ … ─ [spline(MADE(·, q(K))) → linear_K] ─ z ~ N(0, I)
 
 One MADE conditioner is shared by the K blocks, told apart by a learned block embedding q(j) (the
-"conditional spline flow", §2.4). Training maximises log N(z) + Σ log|det| − log q(u | x) with
+"conditional spline flow"). Training maximises log N(z) + Σ log|det| − log q(u | x) with
 DP-SGD through `dpgym.privacy.dpsgd` (Poisson sampling, clipping flat / per_layer / per_unit /
 sparse(s), σ calibrated to (ε, δ) before training); ε = ∞ trains the same model with plain
-AdaBelief. Sampling inverts the flow and floors the discrete dimensions (§2.5).
+AdaBelief. Sampling inverts the flow and floors the discrete dimensions.
 
 Missing values (not in the paper; from the schema's `nullable`, public): a nullable category has a
 last code for missing; a nullable number has a 0/1 flag dimension after all columns, and where it is
@@ -30,10 +30,10 @@ import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 
-from dpgym import Budget, GeneratorSpec, Guarantee, Ledger, Schema, hookimpl
-from dpgym.encoding import levels, missing_rows
-from dpgym.privacy.dpsgd import DPSGD
-from dpgym.schema import Column, ColumnKind
+from dpgym import (
+    Budget, Capability, Column, ColumnKind, DPSGD, GeneratorSpec, Guarantee, Ledger, Schema, hookimpl, levels,
+    missing_rows,
+)
 from dpgym.plugins.nn.flow_linear import LowRankFlowLinear, LUFlowLinear
 from dpgym.plugins.nn.made import ConditionalMADE
 from dpgym.plugins.nn.optim import AdaBelief
@@ -45,7 +45,7 @@ LOG_2PI = math.log(2 * math.pi)
 
 
 # ---------------------------------------------------------------------------------------------
-# Public-schema preprocessing (A5): nothing is fitted on rows
+# Public-schema preprocessing (docs/methods/dp-hflow.md#preprocessing): nothing is fitted on rows
 # ---------------------------------------------------------------------------------------------
 
 @dataclass(frozen=True)
@@ -79,8 +79,8 @@ class Dim:
 class Layout:
     """Columns → flow dimensions: numeric first, then categorical (paper §"data"), then the missing
     flags of nullable numeric columns (a nullable category has a last code for missing), each mapped
-    affinely from its public range onto [−B + 0.5, B − 0.5] (A5). Category order is the schema's (A6).
-    With `log_heavy_tails`, columns the schema declares heavy-tailed go through log1p first (A5):
+    affinely from its public range onto [−B + 0.5, B − 0.5]. Category order is the schema's.
+    With `log_heavy_tails`, columns the schema declares heavy-tailed go through log1p first:
     on a linear scale a money column's rare large values squeeze the common small ones into one
     spline bin."""
 
@@ -162,7 +162,7 @@ class Layout:
         return self.low + values * self.scale.to(values), log_det
 
     def decode(self, y: Tensor) -> pd.DataFrame:
-        """Flow space → schema frame: floor discrete dimensions to their grid (§1), clip to the bounds
+        """Flow space → schema frame: floor discrete dimensions to their grid, clip to the bounds
         or categories."""
         values = ((y.double() - self.low) / self.scale).numpy()
         values[:, self.logged] = np.expm1(values[:, self.logged])
@@ -189,7 +189,7 @@ class Layout:
 
 
 # ---------------------------------------------------------------------------------------------
-# Variational dequantizer (paper §"dequantization", Flow++; spec A1, A2)
+# Variational dequantizer (paper §"dequantization", Flow++; docs/methods/dp-hflow.md#dequantization)
 # ---------------------------------------------------------------------------------------------
 
 def _log_normal(x: Tensor) -> Tensor:
@@ -198,7 +198,7 @@ def _log_normal(x: Tensor) -> Tensor:
 
 class VariationalDequantizer(nn.Module):
     """u ~ q(u | x_c) ∈ (0, 1)^{d_c}: ε ~ N(0, I), logistic-mixture-CDF couplings in logit space
-    conditioned on r = NN_φ(onehot(x_c)), then u = σ(v). A1: each coupling sets v_b ← logit F_LM(v_b)
+    conditioned on r = NN_φ(onehot(x_c)), then u = σ(v). Each coupling sets v_b ← logit F_LM(v_b)
     with (π, μ, s) = NN_ψ([v_a, r]); two couplings with swapped halves make every dimension learned
     (`faithful`: one coupling, u_a = σ(ε_a), u_b = F_LM(ε_b), as in the paper's equations)."""
 
@@ -209,7 +209,7 @@ class VariationalDequantizer(nn.Module):
         self.categories, self.components = categories, components
         self.phi = nn.Sequential(nn.Linear(sum(categories), hidden), nn.ReLU(), nn.Linear(hidden, feature_dim))
         d_c = len(categories)
-        split = d_c // 2  # r = ⌊d_c / 2⌋ (A2)
+        split = d_c // 2  # r = ⌊d_c / 2⌋
         first, second = list(range(split)), list(range(split, d_c))
         self.partitions = [(first, second)] if faithful else [(first, second), (second, first)]
         self.psi = nn.ModuleList()
@@ -241,12 +241,12 @@ class VariationalDequantizer(nn.Module):
 
 
 # ---------------------------------------------------------------------------------------------
-# The flow (spec §2)
+# The flow (docs/methods/dp-hflow.md#flow)
 # ---------------------------------------------------------------------------------------------
 
 class HFlow(nn.Module):
     """K blocks of [autoregressive RQ spline → linear flow] (or linear first), reverse permutations
-    between blocks, standard normal base; one MADE shared by all blocks (§2.4)."""
+    between blocks, standard normal base; one MADE shared by all blocks."""
 
     def __init__(self, features: int, blocks: int, bins: int, tail_bound: float, hidden: list[int],
                  embedding_dim: int, linear: str, rank: int, spline_first: bool):
@@ -286,7 +286,7 @@ class HFlow(nn.Module):
     @torch.no_grad()
     def inverse(self, z: Tensor) -> Tensor:
         """z → x: Woodbury (or triangular) solve, then the spline inverted one dimension at a time
-        (d MADE passes per block, §2.3)."""
+        (d MADE passes per block)."""
         x = z
         for j in reversed(range(self.blocks)):
             if j < self.blocks - 1:
@@ -355,10 +355,10 @@ class DPHFlow:
         self.device_ = resolve_device(self.device)
         self.layout_ = Layout(schema, self.tail_bound, self.dequantize_integers, self.log_heavy_tails)
         mode = self.dequantization
-        if mode == "auto":  # A14: uniform when private (Fig. 5, small ε), variational otherwise
+        if mode == "auto":  # uniform when private (the paper's Fig. 5, small ε), variational otherwise
             mode = "uniform" if budget.is_private else "variational"
         if mode == "variational" and len(self.layout_.categorical) < 2:
-            mode = "uniform"  # A1: the coupling needs d_c ≥ 2
+            mode = "uniform"  # the coupling needs d_c ≥ 2
         self.dequantization_ = mode
         streams = np.random.SeedSequence(seed).generate_state(3).tolist()
         with torch.random.fork_rng(devices=[]):
@@ -442,7 +442,7 @@ class DPHFlow:
         return *self.layout_.to_flow(values), log_q + log_q_fill
 
     def _loss(self, raw: Tensor, noise: torch.Generator) -> Tensor:
-        """Per-row negative dequantized ELBO: −log p_flow(y) + log q(u | x) (§1, Flow++). The
+        """Per-row negative dequantized ELBO: −log p_flow(y) + log q(u | x) (Flow++). The
         preprocessing's log-det is left out: it has no parameters."""
         y, _, log_q = self._dequantize(raw, noise)
         return log_q - self.flow_.log_prob(y)
@@ -498,16 +498,16 @@ def _torch_threads(threads: int):
 
 
 DEFAULTS = {
-    # flow (§2, A3, A4)
+    # flow (docs/methods/dp-hflow.md#flow)
     "blocks": 3, "bins": 8, "tail_bound": 3.0, "hidden": [128, 128], "embedding_dim": 8,
     "linear": "low_rank", "rank": 1, "block_order": "spline_first",
-    # dequantization (§1, A1, A2, A14); `dequantize_integers` covers integer columns and continuous
-    # ones recorded on a public `step` grid
+    # dequantization (docs/methods/dp-hflow.md#dequantization); `dequantize_integers` covers integer
+    # columns and continuous ones recorded on a public `step` grid
     "dequantization": "auto", "faithful_dequantizer": False, "mixture_components": 4,
     "dequantizer_hidden": 64, "dequantizer_features": 16, "dequantize_integers": True,
-    # preprocessing (A5): log1p for the columns the schema declares heavy-tailed
+    # preprocessing: log1p for the columns the schema declares heavy-tailed
     "log_heavy_tails": True,
-    # DP-SGD (§3, §4, A7, A11–A13)
+    # DP-SGD (docs/methods/dp-hflow.md#clipping, docs/methods/dp-hflow.md#training)
     "clipping": "per_unit", "clip_norm": 1.0, "batch_size": 256, "epochs": 20.0,
     # A cap on the private steps (0: none). It binds only on the large datasets (Adult takes 2,544).
     # Under DP noise AdaBelief keeps moving: on Census 20 epochs are 15,588 steps, and the training
@@ -515,7 +515,6 @@ DEFAULTS = {
     # 5 epochs (3,897 steps) gave macro-F1 0.49 and AUROC 0.81 (paper 0.52 / 0.78).
     "max_steps": 4000,
     "lr": 1e-3, "betas": [0.9, 0.999], "accountant": "rdp", "engine": "fast",
-    "device": "auto",
     # CPU threads for torch inside fit/sample (0: leave torch's setting). One thread is 10× faster than
     # two for these small kernels when other jobs share the cores (measured, see the report).
     "threads": 1,
@@ -526,6 +525,7 @@ SPEC = GeneratorSpec(
     version="3",
     factory=lambda **params: DPHFlow(**params),
     guarantee=Guarantee.FORMAL,
+    capabilities=frozenset({Capability.DEVICE, Capability.LOG_PROB}),
     defaults=DEFAULTS,
     description="DP-HFlow: dequantized conditional spline + low-rank flow trained with fine-grained DP-SGD clipping",
 )

@@ -49,8 +49,9 @@ import pandas as pd
 import torch
 from torch import Tensor, nn
 
-from dpgym import Budget, GeneratorSpec, Guarantee, Ledger, LedgerEntry, Schema, hookimpl
-from dpgym.privacy import calibrate_gaussian
+from dpgym import (
+    Budget, Capability, GeneratorSpec, Guarantee, Ledger, LedgerEntry, Schema, calibrate_gaussian, hookimpl,
+)
 from dpgym.plugins.nn.runtime import resolve_device, single_thread
 from dpgym.plugins.nn.tabular import (
     sample_labelled,
@@ -226,8 +227,9 @@ SPEC = GeneratorSpec(
     version="1",
     factory=DPMERF,
     guarantee=Guarantee.FORMAL,
+    capabilities=frozenset({Capability.DEVICE}),
     defaults={"num_features": 2000, "bandwidth": None, "iterations": 200, "batch_size": 3000,
-              "learning_rate": 1e-2, "noise_dim": 10, "device": "auto"},
+              "learning_rate": 1e-2, "noise_dim": 10},
     quick_params={"num_features": 64, "iterations": 5, "batch_size": 64},
     description="DP-MERF: random-feature mean embeddings per class, one Gaussian release, generator matched to it",
 )

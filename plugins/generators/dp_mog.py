@@ -1,9 +1,9 @@
 """DP-MoG: DP-EM for a Gaussian mixture (Park, Foulds, Chaudhuri & Welling, AISTATS 2017), the
-baseline of DP-NF (dp-nf spec §2), with exact log_prob.
+baseline of DP-NF (docs/methods/dp-nf.md#dp-mog-baseline), with exact log_prob.
 
 Rows are mapped into the unit ball by a public affine map (`dpgym.plugins.nn.space`). EM runs J
-iterations from a data-independent start (Latin-hypercube means, Σ_k = I, uniform weights;
-spec §2.2). Each M-step is the baseline's MAP update under its Normal-inverse-Wishart prior
+iterations from a data-independent start (Latin-hypercube means, Σ_k = I, uniform weights, as
+the baseline's code). Each M-step is the baseline's MAP update under its Normal-inverse-Wishart prior
 (m₀ = 0, κ₀ = 1.01, S₀ = 0.1·I, ν₀ = D + 1), computed from Gaussian-noised expected sufficient
 statistics of the E-step, three releases per iteration (add/remove-one-row adjacency, ‖x‖₂ ≤ 1,
 responsibilities r_i on the simplex, so ‖r_i‖₂ ≤ 1):
@@ -16,10 +16,10 @@ responsibilities r_i on the simplex, so ‖r_i‖₂ ≤ 1):
 Weights, means and covariances are then post-processing of the noisy statistics (counts floored,
 means projected into the unit ball, covariance eigenvalues floored as in the baseline code). The
 baseline instead noised w, m_k and Σ_k with scales set by the non-private soft counts N_k, which
-is not a proven bound (spec §2.2 quirk 2, A8); this is the rigorous form of the same mechanism
+is not a proven bound; this is the rigorous form of the same mechanism
 and runs exactly J M-steps (no off-by-one). All 3J releases share one noise multiplier z,
 calibrated before EM with the moments accountant (RDP of the Gaussian, α/(2z²) per release,
-summed per order) or zCDP (ρ = 3J/(2z²)), as the spec's DP-MoG (MA) and DP-MoG (zCDP) curves.
+summed per order) or zCDP (ρ = 3J/(2z²)), as the paper's DP-MoG (MA) and DP-MoG (zCDP) curves.
 """
 
 from __future__ import annotations
@@ -32,18 +32,17 @@ import pandas as pd
 from scipy.special import logsumexp
 from scipy.stats import qmc
 
-from dpgym import Budget, GeneratorSpec, Guarantee, Ledger, LedgerEntry, Schema, hookimpl
-from dpgym.privacy.mechanisms import gaussian_epsilon
+from dpgym import Budget, Capability, GeneratorSpec, Guarantee, Ledger, LedgerEntry, Schema, gaussian_epsilon, hookimpl
 from dpgym.plugins.nn.space import DensitySpace, project_to_unit_ball
 
 RELEASES_PER_ITERATION = 3  # soft counts, first moments, second moments
-COUNT_FLOOR = 1.01  # the baseline's floor on N_k (spec §2.2, E-step)
+COUNT_FLOOR = 1.01  # the baseline's floor on N_k (E-step)
 ACCOUNTANTS = ("rdp", "zcdp")
 
 
 @dataclass(frozen=True)
 class NIWPrior:
-    """The baseline's MAP prior (spec §2.2): m₀ = 0, κ₀, S₀ = s₀·I, ν₀ = D + 1."""
+    """The baseline's MAP prior: m₀ = 0, κ₀, S₀ = s₀·I, ν₀ = D + 1."""
 
     kappa: float = 1.01
     scatter: float = 0.1
@@ -87,7 +86,7 @@ class Mixture:
 
 def initial_mixture(components: int, dim: int, rng: np.random.Generator, variance: float = 1.0) -> Mixture:
     """Data-independent start of the baseline: Latin-hypercube means in [−0.5, 0.5]^D plus 0.01·N(0, 1),
-    covariances variance·I (the baseline's I by default), uniform weights (spec §2.2)."""
+    covariances variance·I (the baseline's I by default), uniform weights."""
     means = qmc.LatinHypercube(d=dim, seed=rng).random(components) - 0.5 + 0.01 * rng.standard_normal((components, dim))
     return Mixture(np.full(components, 1.0 / components), means, np.tile(variance * np.eye(dim), (components, 1, 1)))
 
@@ -113,7 +112,7 @@ class SufficientStatistics:
 
 
 def map_m_step(stats: SufficientStatistics, prior: NIWPrior, eigen_floor: float) -> Mixture:
-    """The baseline's MAP M-step (spec §2.2) from (possibly noisy) sufficient statistics."""
+    """The baseline's MAP M-step from (possibly noisy) sufficient statistics."""
     dim = stats.first.shape[1]
     counts = np.maximum(stats.counts, COUNT_FLOOR)
     weights = counts / counts.sum()
@@ -137,7 +136,7 @@ def composed_epsilon(noise_multiplier: float, releases: int, delta: float, accou
     if accountant == "zcdp":  # Bun & Steinke 2016, Prop. 1.3 and 1.6
         rho = releases / (2 * noise_multiplier**2)
         return rho + 2 * math.sqrt(rho * math.log(1 / delta))
-    from dpgym.privacy.accountants import Phase, RDPAccountant  # the moments accountant, per-order sum
+    from dpgym import Phase, RDPAccountant  # the moments accountant, per-order sum
 
     return RDPAccountant().epsilon([Phase(1.0, noise_multiplier, releases)], delta)
 
@@ -157,17 +156,15 @@ def calibrate_noise(epsilon: float, delta: float, releases: int, accountant: str
 
 class DPMoG:
     def __init__(self, components: int, iterations: int, accountant: str, scaling: str | float,
-                 eigen_floor: float, initial_variance: float, device: str):
+                 eigen_floor: float, initial_variance: float):
         if components < 1 or iterations < 1:
             raise ValueError(f"components and iterations must be ≥ 1, got {components}, {iterations}")
         if accountant not in ACCOUNTANTS:
             raise ValueError(f"accountant must be one of {ACCOUNTANTS}, got {accountant!r}")
         if not (eigen_floor > 0 and initial_variance > 0):
             raise ValueError(f"eigen_floor and initial_variance must be positive, got {eigen_floor}, {initial_variance}")
-        if device not in ("auto", "cpu"):
-            raise ValueError(f"dp_mog runs in numpy on the CPU; device must be 'auto' or 'cpu', got {device!r}")
         self.components, self.iterations, self.accountant = components, iterations, accountant
-        self.scaling, self.eigen_floor, self.initial_variance, self.device = scaling, eigen_floor, initial_variance, device
+        self.scaling, self.eigen_floor, self.initial_variance = scaling, eigen_floor, initial_variance
 
     def fit(self, train: pd.DataFrame, schema: Schema, budget: Budget, seed: int) -> Ledger:
         rng = np.random.default_rng(seed)
@@ -225,8 +222,9 @@ SPEC = GeneratorSpec(
     version="1",
     factory=DPMoG,
     guarantee=Guarantee.FORMAL,
+    capabilities=frozenset({Capability.LOG_PROB}),  # numpy on the CPU: no device
     defaults={"components": 3, "iterations": 10, "accountant": "rdp", "scaling": "ball",
-              "eigen_floor": 1e-3, "initial_variance": 1.0, "device": "auto"},
+              "eigen_floor": 1e-3, "initial_variance": 1.0},
     quick_params={"iterations": 2},
     description="DP-EM Gaussian mixture (Park et al. 2017): noisy M-step sufficient statistics, exact log_prob",
 )

@@ -1,24 +1,25 @@
 """DP-NF (Waites & Cummings 2021): a masked autoregressive flow trained by maximum likelihood with
-DP-SGD through the harness's engine, with exact log_prob (dp-nf spec §1).
+DP-SGD through the harness's engine, with exact log_prob (docs/methods/dp-nf.md).
 
 Model: `dpgym.plugins.nn.flows.MAF`, [MADE(D→100→100→2D), reverse, ActNorm(identity init)] × 5 over
-N(0, I) (spec §1.2, §6.2), trained in a public working space (`dpgym.plugins.nn.space`; for Life Science
-"box" is the identity, i.e. the paper's max-norm space). Optimiser Adam(β = 0.9, 0.999), lr 7e-4,
-no weight decay; flat (global-norm) clipping at C = 12 (spec §6.2, A6). Deviation: α is soft-clamped
-to |α| ≤ 7 by default (`alpha_bound`, spec A17); unbounded α overflowed to non-finite parameters
-within ~100 steps on 8 Gaussians. `alpha_bound = 0` leaves α unbounded, as the paper's code.
+N(0, I) (docs/methods/dp-nf.md#model), trained in a public working space (`dpgym.plugins.nn.space`;
+for Life Science "box" is the identity, i.e. the paper's max-norm space). Optimiser
+Adam(β = 0.9, 0.999), lr 7e-4, no weight decay; flat (global-norm) clipping at C = 12
+(docs/methods/dp-nf.md#training). Deviation: α is soft-clamped to |α| ≤ 7 by default
+(`alpha_bound`); unbounded α overflowed to non-finite parameters within ~100 steps on 8 Gaussians.
+`alpha_bound = 0` leaves α unbounded, as the paper's code.
 
-Privacy (spec §1.3–1.4, A3, A4). The engine samples Poisson batches (expected B = 100; add/remove
-adjacency), clips every per-example gradient of the whole flow, adds N(0, σ²C²) to the sum and
-calibrates σ before training. The number of steps follows the paper's one-run protocol: with the
-target noise multiplier σ* = 2.1, train the largest T whose spend at σ* stays within ε (T_max(ε),
-spec A4), capped at `max_steps` for the compute budget; the engine then sets σ ≤ σ* exactly to the
-budget. The claim uses a rigorous accountant (PRV by default, or RDP); the paper's GDP-CLT figure
+Privacy (docs/methods/dp-nf.md#privacy). The engine samples Poisson batches (expected B = 100;
+add/remove adjacency), clips every per-example gradient of the whole flow, adds N(0, σ²C²) to the
+sum and calibrates σ before training. The number of steps follows the paper's one-run protocol:
+with the target noise multiplier σ* = 2.1, train the largest T whose spend at σ* stays within ε
+(T_max(ε), docs/methods/dp-nf.md#stopping), capped at `max_steps` for the compute budget; the
+engine then sets σ ≤ σ* exactly to the budget. The claim uses a rigorous accountant (PRV by default, or RDP); the paper's GDP-CLT figure
 for the same run is recorded beside it, labelled as an approximation.
 
 Optional prior "dp_mog": a K-component Gaussian mixture fitted with DP-EM (`dpgym.plugins.generators.dp_mog`)
-on the same working-space rows, frozen, replacing N(0, I) (spec §3.1). Its 3J Gaussian releases
-are composed with DP-SGD on the accountant's curve (spec A15): the prior gets a fixed noise
+on the same working-space rows, frozen, replacing N(0, I) (docs/methods/dp-nf.md#gmm-prior). Its 3J
+Gaussian releases are composed with DP-SGD on the accountant's curve: the prior gets a fixed noise
 multiplier chosen for `prior_epsilon_share` of ε alone, and the engine calibrates σ for the
 remaining steps against the joint composition, so the whole model spends at most ε.
 """
@@ -33,11 +34,10 @@ import numpy as np
 import pandas as pd
 import torch
 
-from dpgym import Budget, GeneratorSpec, Guarantee, Ledger, LedgerEntry, Schema, hookimpl
-from dpgym.privacy.accountants import Accountant, GDPAccountant, Phase, RDPAccountant, make_accountant
-from dpgym.privacy.accountants import _RDP_CONVERSIONS
-from dpgym.privacy.accountants import PRVAccountant as _PRV
-from dpgym.privacy.dpsgd import DPSGD
+from dpgym import (
+    Accountant, Budget, Capability, DPSGD, GDPAccountant, GeneratorSpec, Guarantee, Ledger, LedgerEntry,
+    PRVAccountant as _PRV, Phase, RDPAccountant, RDP_CONVERSIONS, Schema, hookimpl, make_accountant,
+)
 from dpgym.plugins.generators import dp_mog
 from dpgym.plugins.nn.flows import LOG_2PI, MAF
 from dpgym.plugins.nn.runtime import single_thread
@@ -63,7 +63,7 @@ class WithFixedReleases(Accountant):
 
 
 class GaussianMixturePrior(torch.nn.Module):
-    """A frozen mixture density over the flow's output (spec §3.1): no trainable parameters."""
+    """A frozen mixture density over the flow's output: no trainable parameters."""
 
     def __init__(self, mixture: dp_mog.Mixture):
         super().__init__()
@@ -133,7 +133,8 @@ class DPNF:
             dp = DPSGD(budget, accountant=joint, seed=seeds[2])
             phase = dp.add_phase("flow", self.flow_, optimizer, n_rows=len(x), sample_rate=sample_rate, steps=steps,
                                  clip_norm=self.clip_norm, clipping="flat", engine=self.engine)
-            # a diverging step raises FloatingPointError in the engine (spec A5: abort, no silent retry)
+            # a diverging step raises FloatingPointError in the engine (abort, no silent retry:
+            # docs/methods/dp-nf.md#divergence)
             for idx in phase.batches():
                 phase.step(-self._log_prob_working(x[idx.to(self.device_)]))
             sgd_ledger = dp.ledger()
@@ -144,7 +145,7 @@ class DPNF:
         self.prior_mixture_ = None
         if self.prior == "normal":
             return [], []
-        mog = dp_mog.DPMoG(self.prior_components, self.prior_iterations, "rdp", "ball", 1e-3, 1.0, "cpu")
+        mog = dp_mog.DPMoG(self.prior_components, self.prior_iterations, "rdp", "ball", 1e-3, 1.0)
         releases = dp_mog.RELEASES_PER_ITERATION * self.prior_iterations
         z = (dp_mog.calibrate_noise(self.prior_epsilon_share * budget.epsilon, budget.delta, releases, "rdp")
              if budget.is_private else 0.0)
@@ -161,8 +162,8 @@ class DPNF:
         return entries, [Phase(1.0, z, releases)]
 
     def _steps(self, accountant: Accountant, sample_rate: float, budget: Budget, fixed: Sequence[Phase] = ()) -> int:
-        """T_max(ε) at the target σ* within 1 %, capped at max_steps (spec A4); max_steps when
-        non-private. RDP (cheap, never below the PRV ε) gives a start that is within budget."""
+        """T_max(ε) at the target σ* within 1 %, capped at max_steps (docs/methods/dp-nf.md#stopping);
+        max_steps when non-private. RDP (cheap, never below the PRV ε) gives a start that is within budget."""
         if not budget.is_private:
             return self.max_steps
 
@@ -173,7 +174,7 @@ class DPNF:
             return self.max_steps
         rdp = RDPAccountant()  # T steps have T times one step's RDP curve: one curve, many cheap conversions
         one_step, base = rdp.curve([Phase(sample_rate, self.noise_multiplier, 1)]), rdp.curve(fixed)
-        convert = _RDP_CONVERSIONS[rdp.conversion]
+        convert = RDP_CONVERSIONS[rdp.conversion]
         lo, hi = 0, self.max_steps  # within budget at lo (or lo = 0), over it at hi
         while hi - lo > 1:
             mid = (lo + hi) // 2
@@ -245,11 +246,12 @@ SPEC = GeneratorSpec(
     version="1",
     factory=DPNF,
     guarantee=Guarantee.FORMAL,
+    capabilities=frozenset({Capability.DEVICE, Capability.LOG_PROB}),
     defaults={
         "blocks": 5, "hidden": 100, "actnorm": True, "alpha_bound": 7.0, "batch_size": 100,
         "noise_multiplier": 2.1, "max_steps": 15_000, "clip_norm": 12.0, "lr": 7e-4, "accountant": "prv",
         "scaling": "box", "prior": "normal", "prior_components": 5, "prior_iterations": 10,
-        "prior_epsilon_share": 0.1, "engine": "fast", "device": "auto",
+        "prior_epsilon_share": 0.1, "engine": "fast",
     },
     quick_params={"blocks": 1, "hidden": 8, "max_steps": 5, "accountant": "rdp"},
     description="DP-NF: masked autoregressive flow trained with DP-SGD (Poisson, flat clipping), exact log_prob",

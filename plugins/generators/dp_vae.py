@@ -6,8 +6,9 @@ Two architectures:
   d = 15) with Gaussian heads (μ, log σ²), its phase-1 optimiser, batch and step count. The loss per
   row is the negative ELBO divided by n: mean BCE over the coordinates + KL(q(z|x) ‖ N(0, I)) / n.
   Rows are sampled by decoding draws from the N(0, I) prior.
-- ``sap``: the model of SAP's Keras tutorial notebook, which the paper ran as its DP-VAE (spec
-  §2.3): encoder n → 32 (sigmoid, dropout 0.6) → 2-d Gaussian heads, decoder 2 → 32 (ReLU) → n,
+- ``sap``: the model of SAP's Keras tutorial notebook, which the paper ran as its DP-VAE
+  (docs/methods/dp-auto-gan.md#dp-vae-baseline): encoder n → 32 (sigmoid, dropout 0.6) → 2-d
+  Gaussian heads, decoder 2 → 32 (ReLU) → n,
   reparameterisation noise of std 15, loss = BCE averaged over the coordinates + the KL summed over
   the latent (so the KL weighs n times more than in the ELBO), plain SGD. Rows are generated as the
   notebook does: N(0, I_n) noise through the whole VAE (encoder without dropout, std-15
@@ -32,16 +33,15 @@ import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 
-from dpgym import Budget, GeneratorSpec, Guarantee, Ledger, Schema, hookimpl
-from dpgym.privacy.accountants import Accountant, Phase
-from dpgym.privacy.dpsgd import DPSGD
+from dpgym import Accountant, Budget, Capability, DPSGD, GeneratorSpec, Guarantee, Ledger, Phase, Schema, hookimpl
 from dpgym.plugins.generators.dp_autogan import make_plan_accountant
 from dpgym.plugins.nn.mixed import MixedEncoding
 from dpgym.plugins.nn.phases import PlainPhase
 from dpgym.plugins.nn.runtime import resolve_device, single_thread
 
 ARCHITECTURES = ("autogan", "sap")
-# The paper's DP-VAE noise multipliers (spec §2.3: ψ = 5 / 4 / 2), by the ε they were run at.
+# The paper's DP-VAE noise multipliers (docs/methods/dp-auto-gan.md#dp-vae-baseline), by the ε they
+# were run at.
 SAP_PUBLISHED_NOISE = {0.36: 5.0, 0.51: 4.0, 1.01: 2.0}
 SAP_HIDDEN, SAP_DROPOUT, SAP_REPARAMETERISATION_STD = 32, 0.6, 15.0
 SAP_PUBLIC_EPOCHS = 100  # the notebook's non-private run
@@ -190,11 +190,11 @@ SPEC = GeneratorSpec(
     version="1",
     factory=DPVAE,
     guarantee=Guarantee.FORMAL,
+    capabilities=frozenset({Capability.DEVICE}),
     # Sizes and optimiser of DP-auto-GAN's ADULT phase 1 (spec §2.1): Adam 0.005, b = 64, T = 10,000.
     # Clip: the ELBO/n gradients are of the same order as the AE's; 0.012, as DP-auto-GAN's C1.
     defaults={"architecture": "autogan", "latent_dim": 15, "steps": 10_000, "batch_size": 64, "optimizer": "adam",
-              "lr": 0.005, "clip_norm": 0.012, "noise": "calibrate", "accountant": "rdp", "decoding": "argmax",
-              "device": "auto"},
+              "lr": 0.005, "clip_norm": 0.012, "noise": "calibrate", "accountant": "rdp", "decoding": "argmax"},
     quick_params={"steps": 20},
     description="DP-VAE baseline of DP-auto-GAN: DP-SGD VAE on the mixed-type encoding (its own or SAP's notebook architecture)",
 )

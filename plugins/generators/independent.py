@@ -19,9 +19,9 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from dpgym import Budget, GeneratorSpec, Guarantee, Ledger, LedgerEntry, Schema, hookimpl
-from dpgym.privacy import calibrate_gaussian
-from dpgym.schema import Column, ColumnKind
+from dpgym import (
+    Budget, Column, ColumnKind, GeneratorSpec, Guarantee, Ledger, LedgerEntry, Schema, calibrate_gaussian, hookimpl,
+)
 
 
 @dataclass(frozen=True)

@@ -38,8 +38,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from dpgym import Guarantee, hookimpl
-from dpgym.isolation import Environment, isolated_spec
+from dpgym import Environment, Guarantee, hookimpl, isolated_spec
 
 SYNTHCITY = Environment(
     name="synthcity", python=".venv-synthcity/bin/python", env_var="DPGYM_SYNTHCITY_PYTHON",

@@ -5,8 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from dpgym import Budget, GeneratorSpec, Guarantee, Ledger, Schema, hookimpl
-from dpgym.schema import ColumnKind
+from dpgym import Budget, ColumnKind, GeneratorSpec, Guarantee, Ledger, Schema, hookimpl
 
 
 class Uniform:

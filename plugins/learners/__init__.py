@@ -1,1 +1,1 @@
-"""Private-learning track: learners that release one trained model under a budget (issue 9)."""
+"""Private-learning track: learners that release one trained model under a budget."""

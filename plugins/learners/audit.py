@@ -1,4 +1,4 @@
-"""Audit checks specific to the exponential mechanism (expm-nf spec §9 item 8, §10); the generic
+"""Audit checks specific to the exponential mechanism (docs/methods/expm-nf.md#audit); the generic
 group-privacy check and the verdicts live in `dpgym.audit`.
 
 **Exact-ExpM bound**: for ExpM with any prior symmetric under θ → −θ and rotation-invariant in w,
@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from dpgym.audit import Finding, clopper_pearson
+from dpgym import Finding, clopper_pearson
 from dpgym.plugins.learners.logistic import aucs_of_directions, summed_l2
 
 

@@ -1,8 +1,8 @@
 """`dpsgd_lr`: logistic regression by DP-SGD through the harness's privacy engine — Poisson
 sampling, flat per-example clipping at C = 1, noise solved before training from the target ε with
-the PRV accountant (eps_error = clip(ε/100, 1e-4, 1e-2), tolerance ε/100: expm-nf spec §2), δ from
-the budget (1e-5 in the paper's suite). The ledger's `subsampled_gaussian` entry is re-accounted
-by the harness."""
+the PRV accountant (eps_error = clip(ε/100, 1e-4, 1e-2), tolerance ε/100:
+docs/methods/expm-nf.md#dpsgd-baseline), δ from the budget (1e-5 in the paper's suite). The
+ledger's `subsampled_gaussian` entry is re-accounted by the harness."""
 
 from __future__ import annotations
 
@@ -13,9 +13,7 @@ import pandas as pd
 import torch
 from torch import nn
 
-from dpgym import Budget, Guarantee, Ledger, LearnerSpec, Schema, hookimpl
-from dpgym.privacy.accountants import PRVAccountant
-from dpgym.privacy.dpsgd import DPSGD
+from dpgym import Budget, DPSGD, Guarantee, LearnerSpec, Ledger, PRVAccountant, Schema, hookimpl
 from dpgym.plugins.learners.features import Design
 from dpgym.plugins.learners.logistic import LogisticModel, OneModelLearner, per_example_loss
 

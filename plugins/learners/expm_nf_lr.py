@@ -5,7 +5,7 @@ The exponential mechanism over θ = (w, b) with utility u(θ) = −Σ_rows (sigm
 p(θ) ∝ π(θ)·exp(ε·u(θ)/(2Δu)). A normalizing flow q is fitted to it by reverse KL (paper eq. 1),
 with the loss of all N flow samples computed in one matmul, and ONE draw θ ~ q is released.
 
-Modes (expm-nf spec §8 item 2, §10):
+Modes (docs/methods/expm-nf.md#modes):
 - ``paper``: fixed base N(0, σ²I), planar (or Sylvester) layers, no prior (π ≡ 1, an improper
   target; an optional λ‖w‖² enters u as the paper's "regularisation parameter").
 - ``proper``: a data-independent prior N(0, τ²I) in the target and a learned affine layer, so the
@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from dpgym import Budget, Guarantee, Ledger, LearnerSpec, LedgerEntry, Schema, hookimpl
+from dpgym import Budget, Capability, Guarantee, Ledger, LearnerSpec, LedgerEntry, Schema, hookimpl
 from dpgym.plugins.learners.features import Design
 from dpgym.plugins.learners.logistic import LogisticModel, summed_l2
 from dpgym.plugins.nn.param_flows import LAYERS, Affine, ParameterFlow
@@ -167,7 +167,9 @@ SPEC = LearnerSpec(
     version="1",
     factory=ExpMNFLR,
     guarantee=Guarantee.NOMINAL,
+    capabilities=frozenset({Capability.AUDIT_FINDINGS}),
     defaults=DEFAULTS,
+    quick_params={"iterations": 100},
     description="ExpM+NF logistic regression (ℓ2 utility, Δu = 1); ε is nominal: the flow only approximates ExpM",
 )
 

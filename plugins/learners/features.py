@@ -1,16 +1,16 @@
 """The logistic-regression design matrix from a schema alone: numeric columns min-max scaled by
 their public bounds, binary columns as one 0/1 indicator, other discrete columns one-hot.
-Nothing is fitted on rows, so the encoding costs no privacy (expm-nf spec §8 item 4)."""
+Nothing is fitted on rows, so the encoding costs no privacy (docs/methods/expm-nf.md#adult)."""
 
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
 
-from dpgym.encoding import TableEncoder
-from dpgym.schema import ColumnKind, Schema
+from dpgym import ColumnKind, Schema, TableEncoder
 
-# Population weights are not features (expm-nf spec §8 item 3: no DP method weights the loss).
+# Population weights are not features, and no DP method weights its loss by them
+# (docs/methods/expm-nf.md#adult).
 NOT_FEATURES = frozenset({"fnlwgt"})
 
 

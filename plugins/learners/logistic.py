@@ -48,7 +48,7 @@ def batched_logits(x: Tensor, thetas: Tensor) -> Tensor:
 
 def summed_l2(x: Tensor, y: Tensor, thetas: Tensor) -> Tensor:
     """Σ_rows (sigmoid(logit) − y)² for each θ: (N,). Each row's term lies in [0, 1], so this
-    summed loss has sensitivity 1 under replace-one neighbours (expm-nf spec §1.3)."""
+    summed loss has sensitivity 1 under replace-one neighbours (docs/methods/expm-nf.md#mechanism)."""
     return ((torch.sigmoid(batched_logits(x, thetas)) - y[:, None]) ** 2).sum(dim=0)
 
 

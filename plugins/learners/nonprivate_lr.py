@@ -1,6 +1,7 @@
 """`nonprivate_lr`: the non-private Adult LR baseline (BCE or ℓ2), full-batch L-BFGS.
 
-The track's denominator is the better median of the BCE and ℓ2 runs (expm-nf spec §3.3).
+The track's denominator is the better median of the BCE and ℓ2 runs
+(docs/methods/expm-nf.md#non-private-baseline).
 """
 
 from __future__ import annotations

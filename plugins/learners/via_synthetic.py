@@ -1,4 +1,5 @@
-"""`via_synthetic:<generator>`: a DP synthetic-data generator as a private learner (expm-nf spec §7.3).
+"""`via_synthetic:<generator>`: a DP synthetic-data generator as a private learner
+(docs/methods/expm-nf.md#via-synthetic).
 
 Fits the generator on the private training rows under the cell's budget, samples as many rows,
 and trains the non-private LR on the synthetic rows only. The LR is post-processing of the
@@ -13,8 +14,7 @@ from dataclasses import replace
 import numpy as np
 import pandas as pd
 
-from dpgym import Budget, GeneratorSpec, Guarantee, Ledger, LearnerSpec, Schema, hookimpl
-from dpgym.registry import Registry
+from dpgym import Budget, Capability, GeneratorSpec, Guarantee, Ledger, LearnerSpec, Schema, SpecLookup, hookimpl
 from dpgym.plugins.learners.features import Design
 from dpgym.plugins.learners.logistic import LogisticModel, OneModelLearner
 from dpgym.plugins.learners.nonprivate_lr import fit_logistic
@@ -44,13 +44,14 @@ class ViaSynthetic(OneModelLearner):
         return ledger
 
 
-def resolve(generator: str, registry: Registry) -> LearnerSpec:
-    """The learner for one installed generator: its guarantee, its hyper-parameters as `generator_params`."""
-    provided = registry.generator(generator)
+def resolve(generator: str, plugins: SpecLookup) -> LearnerSpec:
+    """The learner for one installed generator: its guarantee, its hyper-parameters as `generator_params`,
+    and the device capability if it has it."""
+    provided = plugins.generator(generator)
     return replace(SPEC, name=f"via_synthetic:{generator}", guarantee=provided.guarantee,
                    factory=lambda **params: ViaSynthetic(provided, **params),
-                   defaults={"generator_params": {}, "loss": "bce",
-                             **({"device": "auto"} if "device" in provided.defaults else {})}, resolver=None,
+                   defaults={"generator_params": {}, "loss": "bce"},
+                   capabilities=provided.capabilities & {Capability.DEVICE}, resolve=None,
                    version=f"{SPEC.version}+{provided.name}-{provided.version}")
 
 
@@ -61,7 +62,7 @@ SPEC = LearnerSpec(
     guarantee=Guarantee.NONE,
     defaults={"generator": None, "generator_params": {}, "loss": "bce"},
     description="non-private LR trained on a DP generator's synthetic rows (name it via_synthetic:<generator>)",
-    resolver=resolve,
+    resolve=resolve,
 )
 
 

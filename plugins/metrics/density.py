@@ -1,24 +1,26 @@
-"""Density-estimation metrics of DP-NF (dp-nf spec §5): held-out log-likelihood and anomaly
-detection by likelihood threshold, for generators that expose ``log_prob(frame) -> ndarray``
-(log-density of the numeric columns, nats per row, in the data's own scale).
+"""Density-estimation metrics of DP-NF (docs/methods/dp-nf.md#metrics): held-out log-likelihood and
+anomaly detection by likelihood threshold, for generators whose spec declares `Capability.LOG_PROB`
+(they reach a metric as `MetricContext.density`; log-density of the numeric columns, nats per row,
+in the data's own scale).
 
 Values (omitted, not NaN, for generators without ``log_prob``; the detail says why):
 - ``heldout_loglik``: mean log p(x) over the real test rows in the dataset's own scale. For Life
-  Science that is DP-EM's max-norm space, the scale of DP-NF's Figure 1 (spec A1).
+  Science that is DP-EM's max-norm space, the scale of DP-NF's Figure 1
+  (docs/methods/dp-nf.md#working-space).
 - ``heldout_loglik_zscored``: the same density after z-scoring each numeric column with the
   training fold's mean and std (log p_Z = log p_X + Σ log std_j), the scale DP-NF reports for the
-  2-D sets, Power and Gowalla (spec §4 "Standardisation"). The sum runs over the columns the
+  2-D sets, Power and Gowalla. The sum runs over the columns the
   log_prob is a density over: a generator whose log_prob is a probability mass in some numeric
   columns (DP-HFlow's dequantized integers) names the others in ``density_columns``; by default
   every numeric column. A column without spread in the training fold is left in its own scale
   (scale 1, as scikit-learn's StandardScaler has it), where log std would be −∞. A row missing a
   value (a nullable column) adds no log std for it: its log_prob has no density there.
 - ``anomaly_auc``: ROC AUC of log p(x) separating the test rows from as many tail-box anomalies
-  (spec §3.2, A13): each coordinate uniform in the test set's [5, 30] or [70, 95] percentile band,
+  (DP-NF §5): each coordinate uniform in the test set's [5, 30] or [70, 95] percentile band,
   the band picked with probability ½ per anomaly and dimension. Omitted on a dataset without
   numeric columns, where no anomaly can be drawn (the held-out values are still given).
 
-A second metric, ``dp_ad``, is the paper's private anomaly detector (Algorithm 2, spec §3.3): k
+A second metric, ``dp_ad``, is the paper's private anomaly detector (Algorithm 2): k
 non-private density models on a seeded random partition of the training rows vote whether
 log p_j(x) > τ, and the Exponential Mechanism (utility = votes, sensitivity 1) answers "in" with
 probability sigmoid(ε(2c − k)/2), so each answer is ε-DP. Its values
@@ -76,7 +78,7 @@ def standardisation(train: pd.DataFrame, columns: list[str]) -> tuple[np.ndarray
 
 
 def tail_box_anomalies(test: pd.DataFrame, columns: list[str], n: int, rng: np.random.Generator) -> pd.DataFrame:
-    """n rows whose numeric columns are uniform in a tail band of the test set (spec §3.2); the
+    """n rows whose numeric columns are uniform in a tail band of the test set; the
     other columns are copied from randomly chosen test rows (log_prob ignores them), and so are the
     missing values: an anomaly misses a value where its test row does, so missingness alone does
     not tell anomalies from test rows."""
@@ -93,12 +95,12 @@ def tail_box_anomalies(test: pd.DataFrame, columns: list[str], n: int, rng: np.r
 
 
 def evaluate(ctx: MetricContext) -> MetricResult:
-    log_prob = getattr(ctx.generator, "log_prob", None)
-    if log_prob is None:
+    if ctx.density is None:
         return MetricResult({}, {"skipped": "the generator has no log_prob: density metrics are omitted"})
+    log_prob = ctx.density.log_prob
     columns = numeric_columns(ctx)
     test_ll = np.asarray(log_prob(ctx.test), dtype=float)
-    density_columns = list(getattr(ctx.generator, "density_columns", columns))
+    density_columns = list(getattr(ctx.density, "density_columns", columns))
     _, scale, unscaled = standardisation(ctx.train, density_columns)
     log_scale = np.log(scale)
     # per row, over the columns it has: a row missing a value has no density in that column

@@ -1,4 +1,4 @@
-"""The DP-auto-GAN paper's evaluation (Tantipongpipat et al. §4, App. C.2; spec §4, A15–A19):
+"""The DP-auto-GAN paper's evaluation (Tantipongpipat et al. §4, App. C.2; docs/methods/dp-auto-gan.md#metrics):
 dimension-wise probability, dimension-wise prediction (train on synthetic, test on real), the
 diversity measures (μ-smoothed KL and Jensen–Shannon divergence per categorical column), and
 random-forest accuracy on the label.
@@ -29,7 +29,7 @@ from dpgym.plugins.metrics.utility import encode_features
 
 PAPER_VIEWS: dict[str, tuple[str, ...]] = {"adult": ("fnlwgt", "education")}  # columns the paper drops
 PREVALENCE_FLOOR = 0.01  # binary data: features with < 1% ones in real train are left out (App. D.1, Fig. 12)
-SALARY_TREES = 800  # spec A19
+SALARY_TREES = 800  # as the paper's code (docs/methods/dp-auto-gan.md#label-accuracy)
 
 
 def view(schema: Schema) -> list[str]:
@@ -38,12 +38,12 @@ def view(schema: Schema) -> list[str]:
 
 
 # ---------------------------------------------------------------------------------------------
-# Diversity (paper §4.6, Tables 2, 6, 7)
+# Diversity (paper Tables 2, 6, 7; docs/methods/dp-auto-gan.md#diversity)
 # ---------------------------------------------------------------------------------------------
 
 def smoothing(p: np.ndarray) -> float:
     """μ = exp(−1/(1−p₁)), p₁ the largest real category probability: a synthetic point mass then
-    costs ≈ 1 on every column (paper §4.6)."""
+    costs ≈ 1 on every column."""
     top = float(p.max())
     return 0.0 if top >= 1.0 else math.exp(-1.0 / (1.0 - top))
 
@@ -57,7 +57,8 @@ def smoothed_kl(p: np.ndarray, q: np.ndarray, mu: float) -> float:
 
 
 def jsd(p: np.ndarray, q: np.ndarray) -> float:
-    """Jensen–Shannon divergence ½KL(P‖M) + ½KL(Q‖M), M = (P+Q)/2, natural log (spec A18).
+    """Jensen–Shannon divergence ½KL(P‖M) + ½KL(Q‖M), M = (P+Q)/2, natural log (the paper prints a
+    symmetrised KL instead: docs/methods/dp-auto-gan.md#diversity).
 
     log M is taken as logaddexp(log P, log Q) − log 2: (P+Q)/2 underflows to 0 for a subnormal
     probability, which made the divergence infinite."""
@@ -84,12 +85,12 @@ def diversity_columns(schema: Schema) -> list[str]:
 
 
 def evaluate_diversity(ctx: MetricContext) -> MetricResult:
-    real = pd.concat([ctx.train, ctx.test], ignore_index=True)  # P over all real rows (spec A17)
+    real = pd.concat([ctx.train, ctx.test], ignore_index=True)  # P over all real rows, as the paper's tables
     per_column, skipped = {}, []
     for name in diversity_columns(ctx.schema):
         cats = ctx.schema[name].categories
         p, q = category_distribution(real[name], cats), category_distribution(ctx.synthetic[name], cats)
-        if p.max() >= 1.0:  # one real category: μ = 0 and D_KL^μ is undefined (CODE warns at p₁ > 1 − 1e-6)
+        if p.max() >= 1.0:  # one real category: μ = 0 and D_KL^μ is undefined (the paper's code warns at p₁ > 1 − 1e-6)
             skipped.append(name)
             continue
         mu = smoothing(p)
@@ -153,7 +154,7 @@ def labelled(frame: pd.DataFrame, target: Column, predictors: list[Column]) -> t
 
 
 def _score(kind: str, model, x_train, y_train, x_test, y_test, seed: int) -> float:
-    """One column's held-out score; a single-class training target predicts that class (CODE). NaN
+    """One column's held-out score; a single-class training target predicts that class (as the paper's code). NaN
     when the column is missing in every training or every test row: nothing to learn or to score."""
     if len(y_train) == 0 or len(y_test) == 0:
         return math.nan
@@ -205,7 +206,7 @@ def evaluate_prediction(ctx: MetricContext) -> MetricResult:
 
 
 # ---------------------------------------------------------------------------------------------
-# Random-forest accuracy on the label (paper Table 3; spec A19)
+# Random-forest accuracy on the label (paper Table 3; docs/methods/dp-auto-gan.md#label-accuracy)
 # ---------------------------------------------------------------------------------------------
 
 def label_features(frame: pd.DataFrame, schema: Schema, predictors: list[str]) -> np.ndarray:

@@ -9,7 +9,7 @@ Values (all lower is better):
   schema has none).
 - ``kendall_rmse`` / ``kendall_mae``: root-mean-square and mean absolute difference between the
   real and synthetic Kendall τ-b matrices over all columns, off-diagonal upper triangle
-  (DP-HFlow spec §5.3, A16). Discrete columns enter by their schema category codes, so nominal
+  (docs/methods/dp-hflow.md#evaluation). Discrete columns enter by their schema category codes, so nominal
   columns get the schema's (data-independent) order.
 
 Bins come from the public schema, never from the real rows, so the histograms of real and
@@ -25,9 +25,7 @@ import numpy as np
 import pandas as pd
 from scipy.stats import kendalltau, ks_2samp
 
-from dpgym.hookspecs import hookimpl
-from dpgym.schema import Column, ColumnKind, Schema
-from dpgym.specs import Direction, MetricContext, MetricResult, MetricSpec
+from dpgym import Column, ColumnKind, Direction, MetricContext, MetricResult, MetricSpec, Schema, hookimpl
 
 TVD_BINS = 20
 EXACT_INTEGER_VALUES = 50

@@ -1,5 +1,5 @@
-"""kNN regression, train on synthetic, test on real: DP-NF's downstream task (paper Fig. 2, dp-nf
-spec §5.2 and A12).
+"""kNN regression, train on synthetic, test on real: DP-NF's downstream task (paper Fig. 2,
+docs/methods/dp-nf.md#metrics).
 
 A k-nearest-neighbours regressor (scikit-learn defaults: k = 5, uniform weights, Euclidean) learns
 the target column from the other numeric columns of the synthetic rows and is scored by mean
@@ -28,10 +28,7 @@ import pandas as pd
 from sklearn.metrics import mean_squared_error
 from sklearn.neighbors import KNeighborsRegressor
 
-from dpgym.executors import cell_threads
-from dpgym.hookspecs import hookimpl
-from dpgym.schema import Schema
-from dpgym.specs import Direction, MetricContext, MetricResult, MetricSpec
+from dpgym import Direction, MetricContext, MetricResult, MetricSpec, Schema, cell_threads, hookimpl
 
 OPTIONS: dict[str, Any] = {"target": None, "neighbours": 5}
 

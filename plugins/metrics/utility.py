@@ -10,10 +10,10 @@ golden grid does for speed, and then its values are not comparable with the ten-
   of one-vs-rest AUROC over the classes present in the test split.
 - ``tstr_apc``: average precision, with the same positive class / macro one-vs-rest convention.
 
-Per-classifier scores, the spread across classifiers (DP-HFlow spec A19), the F1 of each target
-class averaged over the classifiers (macro-F1 hides which classes a generator lost) and any
-fallbacks are in `detail`. The zoo follows the DP-HFlow spec's guess at the paper's nine
-classifiers (A17) plus xgboost, as issue 2 asks; gradient boosting is sklearn's
+Per-classifier scores, the spread across classifiers, the F1 of each target class averaged over
+the classifiers (macro-F1 hides which classes a generator lost) and any fallbacks are in `detail`.
+The zoo is dpgym's reconstruction of the nine classifiers DP-HFlow averages over
+(docs/methods/dp-hflow.md#evaluation) plus xgboost; gradient boosting is sklearn's
 HistGradientBoosting for speed.
 
 The three tree classifiers (decision tree, random forest, bagging) stop at leaves of
@@ -50,10 +50,7 @@ from sklearn.tree import DecisionTreeClassifier
 from threadpoolctl import threadpool_limits
 from xgboost import XGBClassifier
 
-from dpgym.executors import cell_threads
-from dpgym.hookspecs import hookimpl
-from dpgym.schema import Column, Schema
-from dpgym.specs import Direction, MetricContext, MetricResult, MetricSpec
+from dpgym import Column, Direction, MetricContext, MetricResult, MetricSpec, Schema, cell_threads, hookimpl
 
 # Bounds the cost on large tables (Census, Covertype, Intrusion): above this many synthetic rows the
 # classifiers train on a seeded uniform subsample without replacement.

@@ -1,6 +1,6 @@
 """Linear flow layers that emit their log|det W| as an extra output column, so the log-det term of a
 flow's per-example loss reaches the parameters through the layer's own output gradient and is
-clipped per example with the data term (DP-HFlow spec A10, §3.4).
+clipped per example with the data term (docs/methods/dp-hflow.md#per-example-gradients).
 
 `LowRankLinear.log_abs_det()` called outside the forward pass would hand its gradient to the
 parameters directly, skipping per-example clipping (the DP-SGD engine refuses that). Here the layer
@@ -33,7 +33,7 @@ class LogDetOutput:
 
 
 class LowRankFlowLinear(LogDetOutput, LowRankLinear):
-    """z = (diag(s) + A B) x + b with the log-det column (DP-HFlow §2.1, r = rank)."""
+    """z = (diag(s) + A B) x + b with the log-det column (r = rank; docs/methods/dp-hflow.md#low-rank-linear-layer)."""
 
     def log_abs_det_grads(self) -> dict[nn.Parameter, Tensor]:
         """∂log|det W|/∂θ in closed form: ∂/∂W = W⁻ᵀ, so ∂/∂ŝ_i = s_i (W⁻¹)_ii, ∂/∂A = W⁻ᵀ Bᵀ,
@@ -49,7 +49,7 @@ class LowRankFlowLinear(LogDetOutput, LowRankLinear):
 
 
 class LUFlowLinear(LogDetOutput, LULinear):
-    """z = P L U x + b with the log-det column (DP-HFlow §2.2); log|det| = Σ û."""
+    """z = P L U x + b with the log-det column (docs/methods/dp-hflow.md#lu-linear-layer); log|det| = Σ û."""
 
     def log_abs_det_grads(self) -> dict[nn.Parameter, Tensor]:
         return {

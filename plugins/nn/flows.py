@@ -1,4 +1,4 @@
-"""Masked autoregressive flow (Papamakarios et al. 2017) as DP-NF builds it (dp-nf spec §1.2):
+"""Masked autoregressive flow (Papamakarios et al. 2017) as DP-NF builds it (docs/methods/dp-nf.md#model):
 [MADE, reverse, ActNorm] × L blocks over a standard-normal prior, with exact log-density and
 sequential sampling.
 
@@ -16,7 +16,7 @@ import torch
 from opacus.grad_sample import register_grad_sampler
 from torch import Tensor, nn
 
-from dpgym.privacy.clipping import MaterializedGrad, register_fast_rule
+from dpgym import MaterializedGrad, register_fast_rule
 from dpgym.plugins.nn.layers import MaskedLinear, made_masks
 
 LOG_2PI = math.log(2 * math.pi)
@@ -78,11 +78,11 @@ class MADE(nn.Module):
 
 
 class MAF(nn.Module):
-    """[MADE, reverse, ActNorm] × blocks over N(0, I). Density direction (spec §1.2):
+    """[MADE, reverse, ActNorm] × blocks over N(0, I). Density direction:
     u = (x − μ(x)) ⊙ exp(−α(x)), log-det −Σα; reverse the order; ActNorm.
 
     alpha_bound: None (DP-NF's code: α unbounded) or B > 0 for a soft clamp α ← B·tanh(α/B), a
-    stability guard against exp overflow under DP noise (spec A17; a deviation when used).
+    stability guard against exp overflow under DP noise (a deviation from DP-NF's code when used).
     """
 
     def __init__(self, features: int, blocks: int = 5, hidden: int = 100, actnorm: bool = True,

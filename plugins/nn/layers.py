@@ -16,7 +16,7 @@ from opacus.grad_sample import register_grad_sampler
 from torch import Tensor, nn
 from torch.nn import functional as F
 
-from dpgym.privacy.clipping import OuterProductGrad, opacus_rule, prefix_structure, register_fast_rule
+from dpgym import OuterProductGrad, opacus_rule, prefix_structure, register_fast_rule
 
 
 class MaskedLinear(nn.Linear):
@@ -72,7 +72,8 @@ def made_masks(features: int, hidden: Sequence[int], outputs_per_feature: int = 
 
 
 class LowRankLinear(nn.Module):
-    """z = (diag(s) + A B) x + b with s = exp(ŝ), A ∈ ℝ^{d×r}, B ∈ ℝ^{r×d} (DP-HFlow §2.1; Lu & Huang 2020)."""
+    """z = (diag(s) + A B) x + b with s = exp(ŝ), A ∈ ℝ^{d×r}, B ∈ ℝ^{r×d} (Lu & Huang 2020;
+    docs/methods/dp-hflow.md#low-rank-linear-layer)."""
 
     def __init__(self, features: int, rank: int = 1):
         super().__init__()
@@ -112,7 +113,7 @@ def low_rank_grad_sample(layer: LowRankLinear, activations: list[Tensor], backpr
 
 class LULinear(nn.Module):
     """z = P L U x + b: P a fixed random permutation, L unit lower triangular, U upper triangular
-    with diagonal exp(û) (DP-HFlow §2.2). log|det| = Σ û."""
+    with diagonal exp(û) (docs/methods/dp-hflow.md#lu-linear-layer). log|det| = Σ û."""
 
     def __init__(self, features: int, generator: torch.Generator | None = None):
         super().__init__()

@@ -1,5 +1,6 @@
 """A MADE conditioner (Germain et al. 2015) conditioned on a learned block embedding, so one network
-serves several flow blocks: θ^j = NN_ν(x, q(j)) (DP-HFlow "conditional spline flow", spec §2.4).
+serves several flow blocks: θ^j = NN_ν(x, q(j)) (DP-HFlow's "conditional spline flow",
+docs/methods/dp-hflow.md#shared-conditioner).
 
 The context q(j) = Eᵀ onehot(j) is an unmasked input added to every pre-activation (hidden and output) through
 W_c (nflows-style conditional MADE), which keeps the outputs autoregressive in x. Every layer is a

@@ -1,5 +1,5 @@
 """Mixed-type encoding of a table into [0, 1]^n from its public schema, and the way back
-(DP-auto-GAN §3 and App. E.1; spec §1.2, A12, A13).
+(DP-auto-GAN §3 and App. E.1; docs/methods/dp-auto-gan.md#encoding).
 
 - numeric columns: min-max by the schema's public bounds (never fitted on rows), one coordinate;
 - two-level columns (binary, or a categorical with two categories): one 0/1 coordinate, 1 = the
@@ -20,8 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from dpgym.encoding import levels, missing_rows
-from dpgym.schema import Column, ColumnKind, Schema
+from dpgym import Column, ColumnKind, Schema, levels, missing_rows
 
 
 @dataclass(frozen=True)

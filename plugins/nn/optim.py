@@ -1,8 +1,9 @@
 """AdaBelief (Zhuang et al. 2020, "AdaBelief Optimizer: Adapting Stepsizes by the Belief in Observed
-Gradients", NeurIPS, Algorithm 2), the optimizer of DP-HFlow (§4: lr 1e-3, β = (0.9, 0.999)).
+Gradients", NeurIPS, Algorithm 2), the optimizer of DP-HFlow (lr 1e-3, β = (0.9, 0.999);
+docs/methods/dp-hflow.md#training).
 
 Written here rather than taken from `adabelief-pytorch` (last release 2021, whose defaults changed
-between versions, spec §4): eps = 1e-16, no weight decay, no rectification, no AMSGrad. It is the
+between versions): eps = 1e-16, no weight decay, no rectification, no AMSGrad. It is the
 Adam update with the second moment of (g − m) instead of g.
 """
 

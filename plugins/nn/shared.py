@@ -1,7 +1,8 @@
 """Linear layers used several times in one forward pass (DP-HFlow's MADE, shared by all flow blocks),
 with per-example gradients kept factored across the uses.
 
-Example n's gradient of a layer used k times is G_n = Σ_j (δ_nj h_njᵀ) ⊙ M (DP-HFlow spec §3.4).
+Example n's gradient of a layer used k times is G_n = Σ_j (δ_nj h_njᵀ) ⊙ M
+(docs/methods/dp-hflow.md#per-example-gradients).
 The engine adds per-use `LayerGrad`s with `+`; the default `+` materialises (n, out, in) tensors
 for every use. `SharedOuterProductGrad` instead stacks the factors, so:
 - squared row norms use the Gram identity ‖Σ_j δ_j[i] h_j ⊙ M_i‖² = Σ_{j,k} δ_j[i] δ_k[i] (M (h_j ⊙ h_k))_i;
@@ -17,7 +18,7 @@ from torch import Tensor, nn
 
 from opacus.grad_sample.linear import compute_linear_grad_sample
 
-from dpgym.privacy.clipping import LayerGrad, MaterializedGrad, finite_examples, register_fast_rule, zero_examples
+from dpgym import LayerGrad, MaterializedGrad, finite_examples, register_fast_rule, zero_examples
 from dpgym.plugins.nn.layers import MaskedLinear, masked_linear_grad_sample
 
 

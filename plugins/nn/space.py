@@ -4,7 +4,7 @@ columns, its log-Jacobian, and data-independent values for the columns the model
 Everything here comes from the public schema (or a public constant the user passes), never from
 rows, so it costs no privacy. A model's density p_U in the working space u = (x − centre) / scale
 is a density of the data by the change of variables log p_X(x) = log p_U(u) − Σ_j log scale_j
-(dp-nf spec A1), so held-out log-likelihoods stay in the dataset's own scale.
+(docs/methods/dp-nf.md#working-space), so held-out log-likelihoods stay in the dataset's own scale.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from dpgym.schema import Column, ColumnKind, Schema
+from dpgym import Column, ColumnKind, Schema
 
 SCALINGS = ("box", "ball")
 

@@ -2,7 +2,7 @@
 Spline Flows, eqs. 4–8 and appendix A), elementwise, with its exact log|dS/dx| and inverse.
 
 Parameters arrive unconstrained, one set per element: K bin widths, K bin heights and K−1 interior
-knot derivatives (DP-HFlow §"spline": 3K−1 numbers per dimension). The boundary derivatives are 1
+knot derivatives (3K−1 numbers per dimension, docs/methods/dp-hflow.md#spline). The boundary derivatives are 1
 so the spline joins the identity tails smoothly. A raw derivative of 0 gives derivative 1, so all
 zero parameters give the identity map.
 """

@@ -17,8 +17,7 @@ import torch
 from torch import Tensor, nn
 
 
-from dpgym.encoding import TableEncoder
-from dpgym.schema import Schema
+from dpgym import Schema, TableEncoder
 
 
 

@@ -8,7 +8,7 @@ from dpgym_example_plugin.copula import DPGaussianCopula
 from dpgym_example_plugin.data import blobs_schema, load_blobs
 from dpgym_example_plugin.coverage import DIRECTIONS, category_coverage
 
-DPGYM_API_VERSION = 1  # the plugin contract this package was written for
+DPGYM_API_VERSION = 2  # the plugin contract this package was written for
 
 
 @hookimpl

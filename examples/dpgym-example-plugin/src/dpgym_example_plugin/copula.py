@@ -16,9 +16,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from dpgym import Budget, Guarantee, Ledger, LedgerEntry, Schema
-from dpgym.privacy import calibrate_gaussian
-from dpgym.schema import ColumnKind
+from dpgym import Budget, ColumnKind, Guarantee, Ledger, LedgerEntry, Schema, calibrate_gaussian
 
 
 class DPGaussianCopula:

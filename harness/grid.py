@@ -1,0 +1,149 @@
+"""The grid: a suite expanded into cells (method × dataset × ε × seed), each with a content key and
+its own random streams.
+
+A cell's key hashes everything that decides its numbers (the method's name, version, package and
+hyper-parameters with defaults filled in; the dataset's name, version and checksum; the metrics
+and their options; ε, δ and the seed), so a run directory can be resumed, and a changed setting
+runs again instead of reusing a stale result.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import zlib
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+import dpgym
+from dpgym.privacy import Budget
+from dpgym.registry import Registry
+from dpgym.specs import CellInfo, DatasetSpec, SpecError
+from dpgym.suite import DEVICES, MethodConfig, Suite
+
+STREAMS = ("fit", "sample", "evaluate")
+
+
+@dataclass(frozen=True)
+class Cell:
+    method: MethodConfig  # the generator or learner this cell runs
+    dataset: str
+    epsilon: float
+    delta: float
+    seed: int
+    metrics: tuple[str, ...]
+    key: str
+    # (metric, JSON of its resolved options) for the metrics whose options the suite sets
+    metric_options: tuple[tuple[str, str], ...] = ()
+
+    def options_of(self, metric: str) -> dict[str, Any] | None:
+        return next((json.loads(o) for name, o in self.metric_options if name == metric), None)
+
+    @property
+    def budget(self) -> Budget:
+        return Budget(self.epsilon, self.delta)
+
+    @property
+    def title(self) -> str:
+        """One line naming the cell, for messages."""
+        return f"{self.method.display} × {self.dataset} × ε={self.epsilon:g} × seed {self.seed}"
+
+    def describe(self) -> dict[str, Any]:
+        """The cell as result.json records it."""
+        return {
+            "key": self.key,
+            "kind": self.method.kind,
+            "method": self.method.display,
+            "dataset": self.dataset,
+            "epsilon": self.epsilon if math.isfinite(self.epsilon) else "inf",
+            "delta": self.delta,
+            "seed": self.seed,
+        }
+
+    def info(self) -> CellInfo:
+        """The cell as observer hooks see it."""
+        return CellInfo(key=self.key, kind=self.method.kind, method=self.method.display, dataset=self.dataset,
+                        epsilon=self.epsilon, delta=self.delta, seed=self.seed)
+
+
+def seed_streams(seed: int, dataset: str) -> dict[str, int]:
+    """Independent integer seeds for each random stream of a cell.
+
+    The root depends on the seed and the dataset only, so every method at the same seed sees the
+    same sampling and evaluation randomness (common random numbers make comparisons sharper).
+    """
+    root = np.random.SeedSequence(entropy=seed, spawn_key=(zlib.crc32(dataset.encode()),))
+    return {name: int(child.generate_state(1, dtype=np.uint32)[0]) for name, child in zip(STREAMS, root.spawn(len(STREAMS)))}
+
+
+def cell_key(content: dict[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(content, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def expand(suite: Suite, registry: Registry) -> list[Cell]:
+    """All cells of the suite; unknown plugin names and hyper-parameters fail here, before any work."""
+    metric_names = suite.metrics if suite.metrics is not None else tuple(sorted(registry.kinds["metric"]))
+    metrics = [registry.get("metric", m) for m in metric_names]
+    options = {name: json.dumps(registry.metric(name).resolve_options(given), sort_keys=True)
+               for name, given in suite.metric_options.items()}
+    metric_keys = sorted((m.spec.name, m.spec.version, *([options[m.spec.name]] if m.spec.name in options else []))
+                         for m in metrics)
+    cells: list[Cell] = []
+    first: dict[str, Cell] = {}  # cell key → the first cell that has it
+    for method in suite.configs:
+        provided = registry.get(method.kind, method.name)
+        params = {**provided.spec.defaults, **method.params}
+        _check_params(method, provided.spec)
+        for dataset_name in suite.datasets:
+            dataset = registry.dataset(dataset_name)
+            if method.kind == "learner":
+                _check_learner_target(method, dataset_name, dataset)
+            for epsilon in suite.epsilons:
+                for seed in suite.seeds:
+                    content = {
+                        "harness": dpgym.__version__,
+                        method.kind: [method.name, provided.spec.version, provided.package, params],
+                        "dataset": [dataset.name, dataset.version, dataset.checksum],
+                        "metrics": metric_keys,
+                        "epsilon": repr(float(epsilon)),
+                        "delta": repr(float(suite.delta)),
+                        "seed": seed,
+                    }
+                    cell = Cell(method, dataset_name, epsilon, suite.delta, seed, tuple(metric_names), cell_key(content),
+                                tuple(sorted(options.items())))
+                    if cell.key in first:
+                        raise SpecError(f"{first[cell.key].method.display!r} and {method.display!r} configure the same "
+                                        f"cell ({method.name} with the same hyper-parameters once defaults are filled "
+                                        f"in, on {dataset_name} at ε={epsilon:g}, seed {seed}); drop one")
+                    first[cell.key] = cell
+                    cells.append(cell)
+    return cells
+
+
+def _check_params(method: MethodConfig, spec: Any) -> None:
+    """Build the plugin once, so unknown or invalid hyper-parameters are a user error before any work."""
+    device = method.params.get("device")
+    if device is not None and device not in DEVICES:  # the harness resolves it, not the plugin
+        raise SpecError(f"{method.kind} {method.name!r}: device must be one of {', '.join(DEVICES)}, got {device!r}")
+    try:
+        spec.build(method.params)
+    except SpecError:
+        raise
+    except Exception as err:  # the plugin's own check of a value, or a value of the wrong type
+        raise SpecError(f"{method.kind} {method.name!r}: invalid hyper-parameters {method.params}: "
+                        f"{type(err).__name__}: {err}") from err
+
+
+def _check_learner_target(learner: MethodConfig, name: str, dataset: DatasetSpec) -> None:
+    """Learners are trained and audited on a two-class target: a dataset without one is refused with
+    the grid, not cell by cell after a `via_synthetic` generator has trained. A dataset whose files
+    are missing is left to fail its cells at load, saying how to provide them."""
+    if dataset.missing():
+        return
+    try:
+        dataset.schema().require_binary_target(f"learner {learner.display!r}")
+    except ValueError as err:
+        raise SpecError(f"{err}: drop dataset {name!r} from the suite, or the learner") from None

@@ -1,0 +1,100 @@
+"""The `dpgym` command as a user meets it: one clear line per user error, exit codes, listing."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from dpgym.cli import main
+
+
+def dpgym(*args: str, cwd=None) -> subprocess.CompletedProcess:
+    env = {**os.environ, "COLUMNS": "250"}  # rich tables wrap at 80 columns without a terminal
+    return subprocess.run([sys.executable, "-m", "dpgym.cli", *args], capture_output=True, text=True, cwd=cwd,
+                          timeout=300, env=env)
+
+
+@pytest.mark.slow
+def test_list_shows_plugins_with_their_package():
+    out = dpgym("list")
+    assert out.returncode == 0
+    for name in ("uniform", "independent", "real", "adult", "dpgym 0.1.0", "formal", "CC BY 4.0"):
+        assert name in out.stdout
+
+
+@pytest.mark.slow
+def test_list_piped_at_the_default_width_shows_every_default_in_full():
+    out = subprocess.run([sys.executable, "-m", "dpgym.cli", "list"], capture_output=True, text=True, timeout=300,
+                         env={k: v for k, v in os.environ.items() if k != "COLUMNS"})
+    assert out.returncode == 0 and "…" not in out.stdout
+    assert "encoder_mode=joint" in out.stdout  # dp_autogan's, cut to "encoder_mode=join…" at 80 columns
+
+
+def test_list_marks_datasets_without_their_files_unavailable(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("DPGYM_DATA", str(tmp_path))
+    monkeypatch.delenv("DPGYM_MIMIC3", raising=False)
+    monkeypatch.setenv("COLUMNS", "250")
+    assert main(["list"]) == 0
+    rows = {line.split("│")[1].strip(): line.split("│")[3].strip() for line in capsys.readouterr().out.splitlines()
+            if line.count("│") == 7}  # the datasets table's rows: name, version, available, ...
+    assert {name: rows[name] for name in ("adult", "census", "intrusion", "lifesci", "mimic3", "half_moons")} == {
+        "adult": "no (see below)", "census": "no (see below)", "intrusion": "no (see below)",
+        "lifesci": "no (see below)", "mimic3": "no (see below)", "half_moons": "yes"}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["run", "--generators", "unifrom", "--datasets", "adult", "--epsilons", "1"], "unknown generator 'unifrom'; did you mean uniform"),
+        (["run", "--generators", "uniform", "--datasets", "adullt", "--epsilons", "1"], "unknown dataset 'adullt'"),
+        (["run", "--suite", "no-such-suite"], "no suite file 'no-such-suite'"),
+        (["run", "--generators", "uniform", "--datasets", "adult", "--epsilons", "x"], "'x' is not an epsilon"),
+        (["run", "--generators", "independent", "--datasets", "adult", "--epsilons", "1", "--set", "independent.bins=3"],
+         "unknown hyper-parameters ['bins']"),
+        (["run", "--datasets", "adult"], "give --suite, or an ad-hoc grid with --generators (or --learners), --epsilons"),
+        (["leaderboard", "/nonexistent/run"], "not a dpgym run directory"),
+        (["run", "--suite", "smoke", "--datasets", ""], "--datasets '' names no dataset"),
+        (["run", "--suite", "smoke", "--epsilons", ""], "--epsilons '' names no epsilon"),
+        (["run", "--suite", "smoke", "--metrics", ","], "--metrics ',' names no metric"),
+        (["run", "--generators", "uniform", "--datasets", "adult", "--epsilons", "1", "--metrics", ""],
+         "--metrics '' names no metric"),
+    ],
+)
+def test_user_errors_are_one_line_without_traceback(args, message, tmp_path):
+    if "--out" not in args and args[0] == "run":
+        args = [*args, "--out", str(tmp_path / "run")]
+    out = dpgym(*args)
+    assert out.returncode in (1, 2)
+    assert "Traceback" not in out.stderr
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("dpgym: error:") and message in lines[0]
+
+
+@pytest.mark.slow
+def test_a_dry_run_counts_the_cells_to_run_and_writes_nothing(tmp_path):
+    grid = ["--generators", "uniform", "--datasets", "adult", "--seeds", "1", "--metrics", "fidelity", "--no-progress"]
+    assert dpgym("run", *grid, "--epsilons", "1", "--out", str(tmp_path)).returncode == 0
+    before = sorted(p.name for p in (tmp_path / "cells").iterdir())
+    out = dpgym("run", *grid, "--epsilons", "1,inf", "--out", str(tmp_path), "--dry-run")
+    assert out.returncode == 0, out.stderr
+    assert "2 cells: 1 to run, 1 done, 0 done but failed or unavailable; nothing was run" in out.stdout
+    assert sorted(p.name for p in (tmp_path / "cells").iterdir()) == before
+    assert not (tmp_path / "elsewhere").exists()
+    assert dpgym("run", *grid, "--epsilons", "1", "--out", str(tmp_path / "elsewhere"), "--dry-run").returncode == 0
+    assert not (tmp_path / "elsewhere").exists()
+
+
+@pytest.mark.slow
+def test_adhoc_run_with_override_completes_and_writes_a_leaderboard(tmp_path):
+    out = dpgym("run", "--generators", "independent,uniform", "--datasets", "adult", "--epsilons", "0.5,inf",
+                "--seeds", "1", "--metrics", "fidelity", "--set", "independent.mechanism=\"laplace\"", "--out", str(tmp_path),
+                "--no-progress")
+    assert out.returncode == 0, out.stderr
+    assert "4 cells: 4 ran ok" in out.stdout
+    board = (tmp_path / "leaderboard.csv").read_text().splitlines()
+    assert board[0].startswith("generator,dataset,epsilon,delta,n_seeds,failures,fit_seconds_mean")
+    assert len(board) == 5

@@ -1,0 +1,79 @@
+"""The conformance suite: first-party generators, learners, datasets and metrics pass it, and it
+catches the faults it is for."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from dpgym.testing import CHECKS, conformance_checks, iter_first_party
+from tests.fake_plugins import FaultyGenerators
+
+# via_synthetic needs a generator named after a colon: it is checked as via_synthetic:independent.
+FIRST_PARTY = {kind: [check for spec in iter_first_party(kind) if spec.name != "via_synthetic"
+                      for check in conformance_checks(spec)]
+               for kind in ("generator", "learner", "dataset", "metric")}
+FIRST_PARTY["learner"] += conformance_checks("via_synthetic:independent")
+FAULTY = {spec.name: spec for spec in FaultyGenerators().dpgym_generators()}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("check", FIRST_PARTY["generator"], ids=str)
+def test_first_party_generators_conform(check):
+    check()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("check", FIRST_PARTY["learner"], ids=str)
+def test_first_party_learners_conform(check):
+    check()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("check", FIRST_PARTY["dataset"], ids=str)
+def test_first_party_datasets_conform(check):
+    check()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("check", FIRST_PARTY["metric"], ids=str)
+def test_first_party_metrics_conform(check):
+    check()
+
+
+def run_check(generator: str, name: str) -> None:
+    (check,) = [c for c in conformance_checks(FAULTY[generator]) if c.check.__name__ == f"check_{name}"]
+    check()
+
+
+def test_catches_a_generator_that_ignores_its_seed():
+    with pytest.raises(AssertionError, match="ignores its seed"):
+        run_check("seed_ignorer", "seed_changes_samples")
+
+
+def test_catches_an_unknown_category():
+    with pytest.raises(ValueError, match="unknown categories.*'Astronaut'"):
+        run_check("unknown_category", "samples_match_schema")
+
+
+def test_catches_a_ledger_that_publishes_a_statistic_of_the_rows():
+    with pytest.raises(AssertionError, match="the ledger changes when one training row changes"):
+        run_check("loss_reporter", "ledger_does_not_depend_on_the_rows")
+
+
+def test_catches_overspending():
+    with pytest.raises(AssertionError, match="underclaimed"):
+        run_check("overspender", "ledger_within_budget")
+
+
+@pytest.mark.slow
+def test_pytest_plugin_option_runs_checks_on_an_installed_generator(tmp_path):
+    out = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--dpgym-conformance=uniform",
+         "--rootdir", str(tmp_path), str(tmp_path)],
+        capture_output=True, text=True, cwd=tmp_path, timeout=300,
+    )
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert f"{len(CHECKS) - 2} passed, 2 skipped" in out.stdout  # uniform declares no device and no log_prob
