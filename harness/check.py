@@ -26,8 +26,6 @@ from dpgym.specs import Direction
 from dpgym.store import RunStore
 
 BASELINE_FORMAT = "dpgym-baseline/2"
-# Format 1 kept the first seed's ledger only; it still loads, that ledger then standing for every seed.
-LEGACY_BASELINE_FORMAT = "dpgym-baseline/1"
 GROUP = ("generator", "dataset", "epsilon", "delta")
 FLOAT_NOISE = 1e-9
 # Ledger floats and re-accounted ε are compared to this relative precision. The accountants' numerics
@@ -65,14 +63,14 @@ def summarise(run_dir: Path, keys: set[str] | None = None) -> dict[tuple[Any, ..
     groups: dict[tuple[Any, ...], dict[str, Any]] = {}
     for result in sorted(store.results(keys), key=lambda r: r["cell"]["seed"]):
         cell = result["cell"]
-        key = (cell["generator"], cell["dataset"], str(cell["epsilon"]), float(cell["delta"]))
+        key = (cell["method"], cell["dataset"], str(cell["epsilon"]), float(cell["delta"]))
         group = groups.setdefault(key, {
             "generator": key[0], "dataset": key[1], "epsilon": key[2], "delta": key[3],
-            "guarantee": result["generator"]["guarantee"], "seeds": [], "failures": 0,
+            "guarantee": result["method"]["guarantee"], "seeds": [], "failures": 0,
             "privacy_refusals": 0, "reaccounted_epsilon": None, "ledgers": {}, "metrics": {},
         })
         group["seeds"].append(cell["seed"])
-        group["_guarantees"] = sorted({*group.get("_guarantees", []), result["generator"]["guarantee"]})
+        group["_guarantees"] = sorted({*group.get("_guarantees", []), result["method"]["guarantee"]})
         if result["status"] != "ok":
             group["failures"] += 1
             group["privacy_refusals"] += int(result.get("error", {}).get("stage") == "privacy")
@@ -114,38 +112,36 @@ BASELINE_GROUP_KEYS = ("generator", "dataset", "epsilon", "delta", "guarantee", 
 def load_baseline(path: Path) -> dict[tuple[Any, ...], dict[str, Any]]:
     """The baseline's groups, each with `ledgers` as {seed: ledger}."""
     raw = json.loads(path.read_text())
-    if not isinstance(raw, dict) or raw.get("format") not in (BASELINE_FORMAT, LEGACY_BASELINE_FORMAT):
+    found = raw.get("format") if isinstance(raw, dict) else None
+    if isinstance(found, str) and found.startswith("dpgym-baseline/") and found != BASELINE_FORMAT:
+        suite = raw.get("suite") if isinstance(raw.get("suite"), str) else "SUITE"
+        raise ValueError(f"{path} is a {found} baseline, which this dpgym no longer reads (it reads "
+                         f"{BASELINE_FORMAT}); regenerate it from a whole run of its suite: `dpgym run --suite "
+                         f"{suite} --out RUN_DIR`, then `dpgym check RUN_DIR --baseline {path} --update`")
+    if found != BASELINE_FORMAT:
         raise ValueError(f"{path} is not a {BASELINE_FORMAT} file")
-    legacy = raw["format"] == LEGACY_BASELINE_FORMAT
-    ledger_key = "ledger" if legacy else "ledgers"
     groups = raw.get("groups")
     if not isinstance(groups, list):
         raise ValueError(f"{path}: 'groups' must be a list of groups")
     for i, group in enumerate(groups):
-        missing = [k for k in (*BASELINE_GROUP_KEYS, ledger_key) if not isinstance(group, dict) or k not in group]
+        missing = [k for k in (*BASELINE_GROUP_KEYS, "ledgers") if not isinstance(group, dict) or k not in group]
         if missing:
             raise ValueError(f"{path}: group {i} lacks {missing}; rewrite the baseline with --update")
         malformed = [k for k, ok in (("seeds", isinstance(group["seeds"], list)),
                                      ("failures", isinstance(group["failures"], int)),
                                      ("metrics", isinstance(group["metrics"], dict)
                                       and all(isinstance(v, list) for v in group["metrics"].values())),
-                                     (ledger_key, _well_formed_ledgers(group, legacy)))
+                                     ("ledgers", _well_formed_ledgers(group)))
                      if not ok]
         if malformed:
             raise ValueError(f"{path}: group {i} has malformed {malformed} (seeds and each metric a list of "
                              "per-seed values, failures a count, ledgers a list of entries per seed); rewrite it "
                              "with --update")
-        if legacy:
-            ledger = group.pop("ledger")
-            group["ledgers"] = {seed: ledger for seed in group["seeds"]}
-        else:
-            group["ledgers"] = dict(zip(group["seeds"], group["ledgers"], strict=True))
+        group["ledgers"] = dict(zip(group["seeds"], group["ledgers"], strict=True))
     return {(g["generator"], g["dataset"], g["epsilon"], g["delta"]): g for g in groups}
 
 
-def _well_formed_ledgers(group: dict[str, Any], legacy: bool) -> bool:
-    if legacy:
-        return group["ledger"] is None or isinstance(group["ledger"], list)
+def _well_formed_ledgers(group: dict[str, Any]) -> bool:
     ledgers = group["ledgers"]
     return (isinstance(ledgers, list) and isinstance(group["seeds"], list) and len(ledgers) == len(group["seeds"])
             and all(isinstance(entries, list) for entries in ledgers))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 
 import pytest
 
@@ -12,7 +13,7 @@ from dpgym.cli import main, metric_directions
 from dpgym.registry import Registry
 from dpgym.runner import run_suite
 from dpgym.store import RunStore
-from dpgym.suite import GeneratorConfig, Suite
+from dpgym.suite import MethodConfig, Suite
 from tests.fake_plugins import QuieterGenerators
 
 
@@ -22,7 +23,7 @@ def registry() -> Registry:
 
 
 def run(out, registry, params=None, name="independent"):
-    suite = Suite("gate", (GeneratorConfig(name, params or {}, label="independent"), GeneratorConfig("uniform")),
+    suite = Suite("gate", (MethodConfig(name, params or {}, label="independent"), MethodConfig("uniform")),
                   ("adult",), (1.0,), (0, 1, 2), 1e-5, metrics=("fidelity",))
     run_suite(suite, RunStore(out), registry, show_progress=False)
     return summarise(out)
@@ -37,11 +38,13 @@ def baseline(registry, tmp_path_factory):
     return load_baseline(path)
 
 
+@pytest.mark.slow
 def test_unchanged_code_passes(registry, baseline, tmp_path):
     findings = compare(baseline, run(tmp_path, registry), metric_directions(registry), alpha=0.05)
     assert findings == []
 
 
+@pytest.mark.slow
 def test_weakened_generator_fails_naming_generator_and_metric(registry, baseline, tmp_path):
     weakened = run(tmp_path, registry, params={"numeric_bins": 2})
     findings = compare(baseline, weakened, metric_directions(registry), alpha=0.05)
@@ -50,6 +53,7 @@ def test_weakened_generator_fails_naming_generator_and_metric(registry, baseline
     assert all(f.kind == "regression" for f in findings if f.fails)
 
 
+@pytest.mark.slow
 def test_changed_noise_with_the_same_claimed_epsilon_is_a_privacy_regression(registry, baseline, tmp_path):
     quieter = run(tmp_path, registry, name="quieter_independent")
     findings = compare(baseline, quieter, metric_directions(registry), alpha=0.05)
@@ -57,6 +61,7 @@ def test_changed_noise_with_the_same_claimed_epsilon_is_a_privacy_regression(reg
     assert "cells refused by the privacy re-accounting" in privacy
 
 
+@pytest.mark.slow
 def test_cli_exit_codes(registry, baseline, tmp_path, monkeypatch, capsys):
     out = tmp_path / "run"
     run(out, registry, params={"numeric_bins": 2})
@@ -100,6 +105,7 @@ def _edit(groups, **changes):
     return out
 
 
+@pytest.mark.slow
 def test_a_metric_turning_nan_or_a_missing_seed_is_a_regression(registry, baseline, tmp_path):
     now = run(tmp_path, registry)
     directions = metric_directions(registry)
@@ -123,6 +129,7 @@ def _ledger_findings(baseline, now, registry):
     return [f for f in compare(baseline, now, metric_directions(registry), 0.05) if f.kind == "privacy"]
 
 
+@pytest.mark.slow
 def test_a_ledger_changed_in_any_seed_is_a_privacy_regression(registry, baseline, tmp_path):
     now = run(tmp_path, registry)
     changed = _edit(now, ledgers=lambda g: {**g["ledgers"], 1: _with_sigma(g["ledgers"][1], 0.5)})
@@ -131,6 +138,7 @@ def test_a_ledger_changed_in_any_seed_is_a_privacy_regression(registry, baseline
     assert findings[0].now.startswith("seed 1; seed 1: ") and "sigma=0.5" in findings[0].now
 
 
+@pytest.mark.slow
 def test_each_seed_is_held_to_its_own_baseline_ledger(registry, baseline, tmp_path):
     """A ledger that legitimately differs between seeds passes unchanged; one seed given another
     seed's ledger fails, though that ledger is in the baseline too."""
@@ -141,6 +149,7 @@ def test_each_seed_is_held_to_its_own_baseline_ledger(registry, baseline, tmp_pa
     assert [f.now.split(";")[0] for f in _ledger_findings(base, swapped, registry)] == ["seed 2"]
 
 
+@pytest.mark.slow
 def test_a_seed_the_baseline_did_not_run_is_held_to_its_ledger_only_if_that_did_not_depend_on_the_seed(
         registry, baseline, tmp_path):
     now = run(tmp_path, registry)
@@ -153,25 +162,27 @@ def test_a_seed_the_baseline_did_not_run_is_held_to_its_ledger_only_if_that_did_
     assert _ledger_findings(_seed_dependent(baseline), extra_seed(_seed_dependent(now), 123.0), registry) == []
 
 
-def test_a_format_1_baseline_holds_every_seed_to_its_one_ledger(registry, tmp_path):
+@pytest.mark.slow
+def test_a_format_1_baseline_is_refused_saying_how_to_regenerate_it(registry, tmp_path, monkeypatch, capsys):
     out = tmp_path / "run"
     run(out, registry)
     path = tmp_path / "b.json"
     write_baseline(out, path, "gate")
     raw = json.loads(path.read_text())
-    for group in raw["groups"]:
+    for group in raw["groups"]:  # format 1 kept one ledger per group
         group["ledger"] = group.pop("ledgers")[0]
     path.write_text(json.dumps({**raw, "format": "dpgym-baseline/1"}))
-    legacy = load_baseline(path)
-    now = summarise(out)
-    assert _ledger_findings(legacy, now, registry) == []
-    changed = _edit(now, ledgers=lambda g: {**g["ledgers"], 2: _with_sigma(g["ledgers"][2], 0.5)})
-    assert [f.now.split(";")[0] for f in _ledger_findings(legacy, changed, registry)] == ["seed 2"]
+    regenerate = f"`dpgym run --suite gate --out RUN_DIR`, then `dpgym check RUN_DIR --baseline {path} --update`"
+    with pytest.raises(ValueError, match=re.escape(f"{path} is a dpgym-baseline/1 baseline")) as refused:
+        load_baseline(path)
+    assert regenerate in str(refused.value)
+    monkeypatch.setattr(Registry, "discover", classmethod(lambda cls, extra=None: registry))
+    assert main(["check", str(out), "--baseline", str(path)]) == 2
+    assert regenerate in " ".join(capsys.readouterr().err.split())
 
 
 @pytest.mark.parametrize("text", ['{"format": "dpgym-baseline/2"}', "[]",
-                                  '{"format": "dpgym-baseline/2", "groups": [{"generator": "x"}]}',
-                                  '{"format": "dpgym-baseline/1", "groups": [{"generator": "x"}]}'])
+                                  '{"format": "dpgym-baseline/2", "groups": [{"generator": "x"}]}'])
 def test_a_malformed_baseline_is_a_usage_error(tmp_path, text):
     path = tmp_path / "b.json"
     path.write_text(text)
@@ -179,6 +190,7 @@ def test_a_malformed_baseline_is_a_usage_error(tmp_path, text):
         load_baseline(path)
 
 
+@pytest.mark.slow
 def test_alpha_outside_zero_one_is_refused(registry, baseline, tmp_path, monkeypatch):
     out = tmp_path / "run"
     run(out, registry)
@@ -186,6 +198,7 @@ def test_alpha_outside_zero_one_is_refused(registry, baseline, tmp_path, monkeyp
     assert main(["check", str(out), "--baseline", str(tmp_path / "none.json"), "--alpha", "0"]) == 2
 
 
+@pytest.mark.slow
 def test_a_guarantee_label_changed_in_any_seed_is_a_privacy_regression(registry, baseline, tmp_path):
     now = run(tmp_path, registry)
     relabelled = _edit(now, _guarantees=lambda g: sorted({g["guarantee"], "nominal"}))
@@ -202,6 +215,7 @@ def test_a_tiny_alpha_gives_a_finite_tolerance():
     assert math.isfinite(tolerance) and worse == pytest.approx(0.413, abs=1e-3)
 
 
+@pytest.mark.slow
 def test_metrics_that_are_not_per_seed_lists_are_a_malformed_baseline(registry, tmp_path):
     out = tmp_path / "run"
     run(out, registry)
@@ -212,6 +226,7 @@ def test_metrics_that_are_not_per_seed_lists_are_a_malformed_baseline(registry, 
         load_baseline(path)
 
 
+@pytest.mark.slow
 def test_a_baseline_is_not_written_from_a_run_with_failed_or_missing_cells(registry, tmp_path):
     out = tmp_path / "run"
     run(out, registry)
