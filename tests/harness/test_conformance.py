@@ -12,34 +12,15 @@ from dpgym.testing import CHECKS, conformance_checks, iter_first_party
 from tests.fake_plugins import FaultyGenerators
 
 # via_synthetic needs a generator named after a colon: it is checked as via_synthetic:independent.
-FIRST_PARTY = {kind: [check for spec in iter_first_party(kind) if spec.name != "via_synthetic"
-                      for check in conformance_checks(spec)]
-               for kind in ("generator", "learner", "dataset", "metric")}
-FIRST_PARTY["learner"] += conformance_checks("via_synthetic:independent")
+FIRST_PARTY = [(kind, check) for kind in ("generator", "learner", "dataset", "metric")
+               for spec in iter_first_party(kind) if spec.name != "via_synthetic" for check in conformance_checks(spec)]
+FIRST_PARTY += [("learner", check) for check in conformance_checks("via_synthetic:independent")]
 FAULTY = {spec.name: spec for spec in FaultyGenerators().dpgym_generators()}
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("check", FIRST_PARTY["generator"], ids=str)
-def test_first_party_generators_conform(check):
-    check()
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("check", FIRST_PARTY["learner"], ids=str)
-def test_first_party_learners_conform(check):
-    check()
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("check", FIRST_PARTY["dataset"], ids=str)
-def test_first_party_datasets_conform(check):
-    check()
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("check", FIRST_PARTY["metric"], ids=str)
-def test_first_party_metrics_conform(check):
+@pytest.mark.parametrize(("kind", "check"), FIRST_PARTY, ids=str)
+def test_first_party_plugins_conform(kind, check):
     check()
 
 
