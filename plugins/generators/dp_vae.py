@@ -191,7 +191,8 @@ SPEC = GeneratorSpec(
     factory=DPVAE,
     guarantee=Guarantee.FORMAL,
     capabilities=frozenset({Capability.DEVICE}),
-    # Sizes and optimiser of DP-auto-GAN's ADULT phase 1 (spec §2.1): Adam 0.005, b = 64, T = 10,000.
+    # Sizes and optimiser of DP-auto-GAN's ADULT phase 1: Adam 0.005, b = 64, T = 10,000
+    # (docs/methods/dp-auto-gan.md#hyper-parameters).
     # Clip: the ELBO/n gradients are of the same order as the AE's; 0.012, as DP-auto-GAN's C1.
     defaults={"architecture": "autogan", "latent_dim": 15, "steps": 10_000, "batch_size": 64, "optimizer": "adam",
               "lr": 0.005, "clip_norm": 0.012, "noise": "calibrate", "accountant": "rdp", "decoding": "argmax"},

@@ -270,7 +270,8 @@ SPECS = [
                "per column, train-on-synthetic vs train-on-real, tested on real: F1 (RF), R² (Lasso), AUROC (LR) gaps"),
     MetricSpec("diversity", "1", evaluate_diversity,
                {"diversity_kl_sum": Direction.LOWER, "diversity_jsd_sum": Direction.LOWER},
-               "μ-smoothed KL (μ = exp(−1/(1−p₁))) and JSD per categorical column, summed (DP-auto-GAN §4.6)"),
+               "μ-smoothed KL (μ = exp(−1/(1−p₁))) and JSD per categorical column, summed "
+               "(docs/methods/dp-auto-gan.md#diversity)"),
     MetricSpec("rf_label_accuracy", "2", evaluate_label,
                {"rf_label_accuracy": Direction.HIGHER, "rf_label_majority_rate": Direction.HIGHER,
                 "rf_label_accuracy_real": Direction.HIGHER},
