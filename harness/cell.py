@@ -36,7 +36,7 @@ import psutil
 
 from dpgym import audit, learning
 from dpgym.datafiles import DatasetUnavailable
-from dpgym.grid import Cell, seed_streams
+from dpgym.grid import Cell
 from dpgym.privacy import Ledger, PrivacyViolation, reaccount
 from dpgym.registry import Provided, Registry
 from dpgym.schema import Schema
@@ -111,7 +111,7 @@ def cell_header(cell: Cell, registry: Registry) -> dict[str, Any]:
         },
         "dataset": {"name": dataset.name, "version": dataset.version, "checksum": dataset.checksum},
         "budget": cell.budget.to_dict(),
-        "seeds": seed_streams(cell.seed, cell.dataset),
+        "seeds": cell.seeds,
         "device": "cpu",
         "timings": {},
         "warnings": [],

@@ -38,6 +38,12 @@ class Cell:
     key: str
     # (metric, JSON of its resolved options) for the metrics whose options the suite sets
     metric_options: tuple[tuple[str, str], ...] = ()
+    dataset_identity: str = ""  # the dataset's identity (content, not path); empty: its name
+
+    @property
+    def seeds(self) -> dict[str, int]:
+        """The cell's random streams: from its seed and its dataset's identity, not where the file lies."""
+        return seed_streams(self.seed, self.dataset_identity or self.dataset)
 
     def options_of(self, metric: str) -> dict[str, Any] | None:
         return next((json.loads(o) for name, o in self.metric_options if name == metric), None)
@@ -99,6 +105,7 @@ def expand(suite: Suite, registry: Registry) -> list[Cell]:
         _check_params(method, provided.spec)
         for dataset_name in suite.datasets:
             dataset = registry.dataset(dataset_name)
+            identity = dataset.identity or dataset.name
             if method.kind == "learner":
                 _check_learner_target(method, dataset_name, dataset)
             for epsilon in suite.epsilons:
@@ -106,14 +113,14 @@ def expand(suite: Suite, registry: Registry) -> list[Cell]:
                     content = {
                         "harness": dpgym.__version__,
                         method.kind: [method.name, provided.spec.version, provided.package, params],
-                        "dataset": [dataset.name, dataset.version, dataset.checksum],
+                        "dataset": [identity, dataset.version, dataset.checksum],
                         "metrics": metric_keys,
                         "epsilon": repr(float(epsilon)),
                         "delta": repr(float(suite.delta)),
                         "seed": seed,
                     }
                     cell = Cell(method, dataset_name, epsilon, suite.delta, seed, tuple(metric_names), cell_key(content),
-                                tuple(sorted(options.items())))
+                                tuple(sorted(options.items())), identity)
                     if cell.key in first:
                         raise SpecError(f"{first[cell.key].method.display!r} and {method.display!r} configure the same "
                                         f"cell ({method.name} with the same hyper-parameters once defaults are filled "

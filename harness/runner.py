@@ -59,7 +59,7 @@ def run_suite(suite: Suite, store: RunStore, registry: Registry, retry_failed: b
             else:
                 summary.skipped += 1
                 finished_failed += finished["status"] != "ok"
-                store.relabel(finished, cell.method.display)  # the label is display, not part of the key
+                store.relabel(finished, cell.method.display, cell.dataset)  # names, not part of the key
         if finished_failed:
             summary.messages.append(f"{finished_failed} of the cells already done had failed or were unavailable; "
                                     "re-run with --retry-failed to run them again")

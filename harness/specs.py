@@ -207,6 +207,9 @@ class DatasetSpec:
     citation: str = ""
     license: str = ""
     checksum: str = ""  # sha256 over the data files, part of every cell's key
+    # What makes two specs one dataset wherever its files lie: the files' checksum and the options
+    # that change the rows, never a path. Cell keys and seeds derive from it. Empty: the name.
+    identity: str = ""
     description: str = ""
     # A cheap check for `dpgym list`: returns "" when the data can be loaded here, else one line
     # saying how to provide it. None: the files are vendored with the plugin.

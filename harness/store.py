@@ -156,11 +156,13 @@ class RunStore:
         path = self.cells / key / "result.json"
         return self._result(path) if path.exists() else None
 
-    def relabel(self, result: dict[str, Any], label: str) -> None:
-        """Give a finished cell (its stored `result`) the suite's current label for its method."""
-        if result["cell"].get("method") != label:
-            result["cell"]["method"] = label
+    def relabel(self, result: dict[str, Any], label: str, dataset: str) -> None:
+        """Give a finished cell (its stored `result`) the suite's current label for its method and
+        name for its dataset (a user file that moved keeps its cells: they are keyed by its content)."""
+        if result["cell"].get("method") != label or result["cell"].get("dataset") != dataset:
+            result["cell"].update(method=label, dataset=dataset)
             result.setdefault("method", {})["label"] = label
+            result.setdefault("dataset", {})["name"] = dataset
             write_json_atomic(self.cells / result["cell"]["key"] / "result.json", result)
 
     def write_cell(self, key: str, result: dict[str, Any], ledger: dict[str, Any] | None,

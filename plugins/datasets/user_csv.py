@@ -137,6 +137,7 @@ def _spec(argument: str, state: tuple) -> DatasetSpec:
     data, options, schema_path = _parse(argument)
     files = [p for p in (data, options.get("test"), schema_path) if p is not None]
     provenance = _provenance(schema_path)
+    checksum = combined_checksum([sha256_of(p) for p in files]) if None not in state else "unavailable"
     return DatasetSpec(
         name=f"csv:{argument}",
         version="user",
@@ -145,9 +146,17 @@ def _spec(argument: str, state: tuple) -> DatasetSpec:
         citation=provenance.get("citation", f"user-provided file {data}"),
         license=provenance.get("license", "user-provided (not stated)"),
         # data and schema file contents: a changed file or schema is a different dataset
-        checksum=combined_checksum([sha256_of(p) for p in files]) if None not in state else "unavailable",
+        checksum=checksum,
+        identity=_identity(checksum, options) if None not in state else "",
         description=f"user dataset {data} with schema {schema_path}",
     )
+
+
+def _identity(checksum: str, options: dict) -> str:
+    """The files' contents and the options that choose the split; where the files lie (data, test
+    and schema paths) is not part of it."""
+    split = ",".join(f"{key}={options[key]}" for key in ("split_column", "test_fraction", "seed") if key in options)
+    return f"csv:sha256={checksum}" + (f",{split}" if split else "")
 
 
 def _no_file() -> NoReturn:

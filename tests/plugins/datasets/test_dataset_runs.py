@@ -49,3 +49,34 @@ def test_every_cell_on_an_unreviewed_schema_records_the_warning(registry, tmp_pa
     results = [json.loads(p.read_text()) for p in sorted((tmp_path / "run" / "cells").glob("*/result.json"))]
     assert len(results) == 2
     assert all(any("UnreviewedSchemaWarning" in w for w in r["warnings"]) for r in results)
+
+
+def test_the_same_csv_at_two_paths_is_one_dataset_and_a_moved_file_resumes(registry, tmp_path):
+    """A user dataset's cell keys, seeds and numbers come from its content and options, not its path."""
+    from dpgym.grid import expand
+
+    def placed(folder: str) -> str:
+        (tmp_path / folder).mkdir()
+        people(200).to_csv(tmp_path / folder / "people.csv", index=False)
+        (tmp_path / folder / "people.schema.toml").write_text(SCHEMA)
+        return f"csv:{tmp_path / folder / 'people.csv'},test_fraction=0.25"
+
+    here, there = placed("here"), placed("there")
+    grid = {name: Suite("t", SMOKE[:2], (name,), (1.0,), (0, 1), 1e-5, metrics=("fidelity",)) for name in (here, there)}
+    cells = {name: expand(suite, registry) for name, suite in grid.items()}
+    assert [c.key for c in cells[here]] == [c.key for c in cells[there]]
+    assert [c.seeds for c in cells[here]] == [c.seeds for c in cells[there]]
+    other_split = Suite("t", SMOKE[:2], (here.replace("0.25", "0.3"),), (1.0,), (0, 1), 1e-5, metrics=("fidelity",))
+    assert not {c.key for c in expand(other_split, registry)} & {c.key for c in cells[here]}
+
+    runs = {name: RunStore(tmp_path / f"run-{i}") for i, name in enumerate((here, there))}
+    for name, store in runs.items():
+        assert run_suite(grid[name], store, registry, show_progress=False).ok == 4
+    numbers = {name: sorted((r["cell"]["key"], r["metrics"]["marginal_tvd"]) for r in store.results())
+               for name, store in runs.items()}
+    assert numbers[here] == numbers[there]
+
+    # The file moves: the run resumes, every cell done, now under the dataset's new name.
+    resumed = run_suite(grid[there], runs[here], registry, show_progress=False)
+    assert (resumed.skipped, resumed.ok) == (4, 0)
+    assert {r["cell"]["dataset"] for r in runs[here].results()} == {there}
