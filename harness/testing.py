@@ -218,16 +218,6 @@ def _learner_scores(learner: Any, test: pd.DataFrame, name: str) -> np.ndarray:
     return scores
 
 
-def check_learner_ledger_within_budget(subject: Subject) -> None:
-    """fit returns a ledger with the declared guarantee that re-accounts within the budget."""
-    check_ledger_within_budget(subject)
-
-
-def check_learner_ledger_does_not_depend_on_the_rows(subject: Subject) -> None:
-    """Tables that differ in one row give the same ledger (it is published with the cell)."""
-    check_ledger_does_not_depend_on_the_rows(subject)
-
-
 def check_learner_releases_a_model(subject: Subject) -> None:
     """The released model scores every test row with a finite number, and the evaluation draws
     are at least one model and at most the number asked for."""
@@ -249,8 +239,7 @@ def check_learner_deterministic_under_seed(subject: Subject) -> None:
 
 
 LEARNER_CHECKS: tuple[Callable[[Subject], None], ...] = (
-    check_learner_ledger_within_budget, check_learner_ledger_does_not_depend_on_the_rows,
-    check_learner_releases_a_model, check_learner_deterministic_under_seed, check_unknown_hyper_parameter_refused,
+    check_ledger_within_budget, check_ledger_does_not_depend_on_the_rows, check_learner_releases_a_model, check_learner_deterministic_under_seed, check_unknown_hyper_parameter_refused,
 )
 
 
