@@ -19,8 +19,9 @@ from rich.table import Table
 from dpgym.check import compare, load_baseline, summarise, write_baseline
 from dpgym.datafiles import DatasetUnavailable
 from dpgym.executors import Plan, start_early
-from dpgym.inference import draft_toml, infer_schema, read_table
+from dpgym.inference import UnreadableTable, draft_toml, infer_schema, read_table
 from dpgym.leaderboard import write_leaderboard
+from dpgym.preflight import InputError, check_datasets, check_out
 from dpgym.registry import PluginError, Registry
 from dpgym.report import write_report
 from dpgym.report.build import metric_info
@@ -46,7 +47,8 @@ from dpgym.suite import (
 )
 
 UNLIMITED = 10**4  # a width no table of `dpgym list` reaches
-USER_ERRORS = (PluginError, SchemaError, SpecError, SuiteError, DatasetUnavailable, ScaffoldError)
+USER_ERRORS = (PluginError, SchemaError, SpecError, SuiteError, DatasetUnavailable, ScaffoldError, InputError,
+               UnreadableTable)
 
 
 def _csv(text: str) -> list[str]:
@@ -246,6 +248,14 @@ def cmd_list(registry: Registry, console: Console) -> None:
     show(mets)
 
 
+def check_run(suite: Suite, registry: Registry, err: Console) -> None:
+    """What a run checks before its first cell, a dry run too: the grid (names, hyper-parameters)
+    and every dataset loaded once against its schema. Warnings (an unreviewed schema) print once."""
+    expand(suite, registry)
+    for note in check_datasets(suite, registry):
+        err.print(f"dpgym: warning: {note}", markup=False, soft_wrap=True)
+
+
 def cmd_run(args: argparse.Namespace, suite: Suite, registry: Registry, console: Console) -> None:
     store = RunStore(args.out)
     summary = run_suite(suite, store, registry, retry_failed=args.retry_failed, show_progress=not args.no_progress,
@@ -330,9 +340,13 @@ def main(argv: list[str] | None = None) -> int:
     err = Console(stderr=True, highlight=False)
     try:
         suite = suite_from_args(args) if args.command == "run" else None
+        if suite is not None:
+            check_out(args.out)
         if suite is not None and not args.dry_run:
             start_early(Plan.resolve(settings_from_args(args).over(suite.settings)), list(suite.datasets))
         registry = Registry.discover()
+        if suite is not None:
+            check_run(suite, registry, err)
         if args.command == "list":
             cmd_list(registry, console)
         elif suite is not None and args.dry_run:

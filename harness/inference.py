@@ -9,6 +9,7 @@ warns with `UnreviewedSchemaWarning` until the user replaces those values with p
 from __future__ import annotations
 
 import math
+import re
 from pathlib import Path
 
 import numpy as np
@@ -35,23 +36,68 @@ class UnreviewedSchemaWarning(UserWarning):
     """A dataset is loaded with a schema drafted from its own rows that nobody has reviewed."""
 
 
+class UnreadableTable(ValueError):
+    """A user's data file cannot be read as a table; the message names the file and the place."""
+
+
 def read_table(path: str | Path) -> pd.DataFrame:
     """A user's CSV (all fields as text, empty fields missing) or Parquet file, as the csv plugin reads it.
 
     A CSV header naming a column twice is refused: pandas would rename the second one (``a.1``), a
-    column the file does not have.
+    column the file does not have. Every failure to read is an `UnreadableTable` (or, for an
+    empty file or a repeated header name, a `SchemaError`) whose message starts with the file.
     """
     path = Path(path)
-    if path.suffix.lower() in PARQUET_SUFFIXES:
-        return pd.read_parquet(path)
     try:
-        header = pd.read_csv(path, header=None, nrows=1, dtype=str, keep_default_na=False).iloc[0].tolist()
-    except pd.errors.EmptyDataError:
-        raise SchemaError(f"{path}: the file is empty; it needs a header line naming the columns") from None
-    duplicates = sorted({name for name in header if header.count(name) > 1})
-    if duplicates:
-        raise SchemaError(f"{path}: the header names columns {duplicates} more than once")
-    return pd.read_csv(path, dtype=str, keep_default_na=False, na_values=[""])
+        if path.suffix.lower() in PARQUET_SUFFIXES:
+            return pd.read_parquet(path)
+        try:
+            header = pd.read_csv(path, header=None, nrows=1, dtype=str, keep_default_na=False).iloc[0].tolist()
+        except pd.errors.EmptyDataError:
+            raise SchemaError(f"{path}: the file is empty; it needs a header line naming the columns") from None
+        duplicates = sorted({name for name in header if header.count(name) > 1})
+        if duplicates:
+            raise SchemaError(f"{path}: the header names columns {duplicates} more than once")
+        return pd.read_csv(path, dtype=str, keep_default_na=False, na_values=[""])
+    except FileNotFoundError:
+        raise UnreadableTable(f"{path}: no such file") from None
+    except IsADirectoryError:
+        raise UnreadableTable(f"{path}: is a directory, not a data file") from None
+    except PermissionError:
+        raise UnreadableTable(f"{path}: not readable (permission denied)") from None
+    except UnicodeDecodeError as err:
+        raise UnreadableTable(f"{path}: not UTF-8 text ({_first_bad_byte(path, err)}); save it as UTF-8 "
+                              "(a binary file or another encoding, e.g. latin-1, reads this way)") from None
+    except pd.errors.ParserError as err:
+        raise UnreadableTable(f"{path}: {_parser_fault(str(err))}") from None
+    except (OSError, ValueError) as err:  # pyarrow's and the decompressors' faults are ValueErrors/OSErrors
+        if isinstance(err, SchemaError):
+            raise
+        raise UnreadableTable(f"{path}: cannot be read as a {'Parquet' if path.suffix.lower() in PARQUET_SUFFIXES else 'CSV'} "
+                              f"table: {type(err).__name__}: {err}") from None
+
+
+def _first_bad_byte(path: Path, err: UnicodeDecodeError) -> str:
+    """Where a plain file stops being UTF-8: the line (1 is the header) and the byte; for a
+    compressed file, what the decoder said."""
+    if path.suffix.lower() not in {".csv", ".tsv", ".txt"}:
+        return f"{err.reason} at byte 0x{err.object[err.start]:02x}"
+    data = path.read_bytes()
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError as exact:
+        line = data.count(b"\n", 0, exact.start) + 1
+        return f"line {line}: byte 0x{data[exact.start]:02x} at offset {exact.start}"
+    return err.reason
+
+
+def _parser_fault(message: str) -> str:
+    """pandas' "Error tokenizing data. C error: Expected 3 fields in line 5, saw 4" as a sentence."""
+    match = re.search(r"Expected (\d+) fields in line (\d+), saw (\d+)", message)
+    if match:
+        expected, line, saw = match.groups()
+        return f"line {line} has {saw} fields where the header has {expected} (a ragged row: a stray delimiter or unquoted comma)"
+    return f"not a well-formed CSV: {message.strip()}"
 
 
 def infer_schema(frame: pd.DataFrame, name: str, target: str | None = None) -> Schema:

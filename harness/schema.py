@@ -7,6 +7,7 @@ through a DP mechanism and a ledger entry.
 
 from __future__ import annotations
 
+import difflib
 import enum
 import math
 import tomllib
@@ -121,27 +122,69 @@ class Column:
         name = raw.get("name")
         if not isinstance(name, str) or not name:
             raise SchemaError(f"a column entry has no 'name': {raw}")
-        unknown = set(raw) - {"name", "kind", "categories", "min", "max", "nullable", "description", "heavy_tailed",
-                             "step"}
-        if unknown:
-            raise SchemaError(f"column {name!r}: unknown keys {sorted(unknown)}")
+        where = f"column {name!r}: "
+        _refuse_unknown(raw, COLUMN_KEYS, where)
         try:
             kind = ColumnKind(raw.get("kind"))
         except ValueError:
-            raise SchemaError(
-                f"column {name!r}: unknown kind {raw.get('kind')!r} (one of {', '.join(ColumnKind)})"
-            ) from None
-        bounds = {k: float(raw[k]) for k in ("min", "max") if k in raw}
+            raise SchemaError(f"{where}unknown kind {raw.get('kind')!r} (one of {', '.join(ColumnKind)})") from None
         return cls(
             name=name,
             kind=kind,
-            categories=tuple(str(c) for c in raw.get("categories", ())),
-            nullable=bool(raw.get("nullable", False)),
-            heavy_tailed=bool(raw.get("heavy_tailed", False)),
-            step=float(raw["step"]) if "step" in raw else None,
-            description=str(raw.get("description", "")),
-            **bounds,
+            categories=_categories(raw, where),
+            nullable=_typed(raw, "nullable", bool, where, False),
+            heavy_tailed=_typed(raw, "heavy_tailed", bool, where, False),
+            step=_number(raw, "step", where),
+            description=_typed(raw, "description", str, where, ""),
+            min=_number(raw, "min", where),
+            max=_number(raw, "max", where),
         )
+
+
+COLUMN_KEYS = ("name", "kind", "categories", "min", "max", "nullable", "description", "heavy_tailed", "step")
+# `citation` and `license` are the csv plugin's provenance of a user dataset.
+SCHEMA_KEYS = ("name", "target", "inferred_from_data", "reviewed", "columns", "citation", "license")
+_TYPE_NAMES = {bool: "true or false", str: "a string", list: "a list"}
+
+
+def _refuse_unknown(raw: dict[str, Any], allowed: tuple[str, ...], where: str) -> None:
+    """A misspelt key (``targte``) would silently leave its setting at the default."""
+    unknown = sorted(set(raw) - set(allowed))
+    if unknown:
+        close = {k: difflib.get_close_matches(k, allowed, n=1) for k in unknown}
+        hints = "".join(f"; did you mean {close[k][0]!r} for {k!r}?" for k in unknown if close[k])
+        raise SchemaError(f"{where}unknown keys {unknown} (allowed: {', '.join(allowed)}){hints}")
+
+
+def _typed(raw: dict[str, Any], key: str, kind: type, where: str, default: Any) -> Any:
+    """`raw[key]` if it is of `kind`: TOML's ``"false"`` is a string, and truthy."""
+    value = raw.get(key, default)
+    if not isinstance(value, kind):
+        raise SchemaError(f"{where}'{key}' must be {_TYPE_NAMES[kind]}, got {value!r}")
+    return value
+
+
+def _number(raw: dict[str, Any], key: str, where: str) -> float | None:
+    """A bound or step: a TOML number, not a boolean (``true`` would read as 1.0) or a string."""
+    value = raw.get(key)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise SchemaError(f"{where}'{key}' must be a number, got {value!r}")
+    return float(value)
+
+
+def _categories(raw: dict[str, Any], where: str) -> tuple[str, ...]:
+    """A list of strings or integers, compared with the data as text. A string is refused, not split
+    into its letters; floats and booleans are refused because their text (``1.0``, ``True``) is
+    rarely how a file writes them."""
+    value = raw.get("categories", [])
+    if not isinstance(value, list):
+        raise SchemaError(f"{where}'categories' must be a list, got {value!r}")
+    bad = [c for c in value if isinstance(c, bool) or not isinstance(c, (str, int))]
+    if bad:
+        raise SchemaError(f"{where}categories must be strings (or integers), got {bad}")
+    return tuple(str(c) for c in value)
 
 
 @dataclass(frozen=True)
@@ -165,8 +208,15 @@ class Schema:
         if not self.columns:
             raise SchemaError(f"schema {self.name!r}: no columns")
         object.__setattr__(self, "_by_name", {c.name: c for c in self.columns})
-        if self.target is not None and self.target not in self._by_name:
-            raise SchemaError(f"schema {self.name!r}: target {self.target!r} is not a column")
+        if self.target is not None:
+            target = self._by_name.get(self.target)
+            if target is None:
+                raise SchemaError(f"schema {self.name!r}: target {self.target!r} is not a column")
+            if target.is_numeric or len(target.categories) < 2:
+                # classifiers are trained and scored on it: one class makes AUROC undefined and F1 trivial
+                raise SchemaError(f"schema {self.name!r}: target {self.target!r} must be a discrete column with two "
+                                  f"or more categories, got {target.kind} with "
+                                  f"{len(target.categories) or 'no'} categories")
 
     # --- access -----------------------------------------------------------------------------
     @property
@@ -209,13 +259,19 @@ class Schema:
     @classmethod
     def from_dict(cls, raw: dict[str, Any], source: str = "schema") -> Schema:
         try:
-            columns = tuple(Column.from_dict(c) for c in raw.get("columns", []))
+            _refuse_unknown(raw, SCHEMA_KEYS, "")
+            entries = _typed(raw, "columns", list, "", [])
+            if not all(isinstance(c, dict) for c in entries):
+                raise SchemaError("'columns' must be tables [[columns]], each with a name and a kind")
+            target = raw.get("target")
+            if target is not None and not isinstance(target, str):
+                raise SchemaError(f"'target' must be a column name (a string), got {target!r}")
             return cls(
-                name=str(raw.get("name", source)),
-                columns=columns,
-                target=raw.get("target"),
-                inferred_from_data=bool(raw.get("inferred_from_data", False)),
-                reviewed=bool(raw.get("reviewed", True)),
+                name=_typed(raw, "name", str, "", source),
+                columns=tuple(Column.from_dict(c) for c in entries),
+                target=target,
+                inferred_from_data=_typed(raw, "inferred_from_data", bool, "", False),
+                reviewed=_typed(raw, "reviewed", bool, "", True),
             )
         except SchemaError as err:
             raise SchemaError(f"{source}: {err}") from None

@@ -45,11 +45,14 @@ def _declared_capabilities(kind: str, name: str, capabilities: frozenset[Capabil
 
 
 def _fits_default(value: Any, default: Any) -> bool:
-    """A switch takes a boolean and a number a number: `--set x.flag=False` arrives as the string
-    "False", which is truthy. Other defaults (strings, None, lists) leave the check to the plugin."""
+    """A switch takes a boolean, a count an integer and a real number a number: `--set x.flag=False`
+    arrives as the string "False", which is truthy, and `numeric_bins=2.5` would fail only at fit.
+    Other defaults (strings, None, lists) leave the check to the plugin."""
     if isinstance(default, bool):
         return isinstance(value, bool)
-    if isinstance(default, (int, float)):
+    if isinstance(default, int):
+        return isinstance(value, int) and not isinstance(value, bool)
+    if isinstance(default, float):
         return isinstance(value, (int, float)) and not isinstance(value, bool)
     return True
 

@@ -7,7 +7,8 @@ ICD-9 code matrix with medGAN's script (Choi et al.) and point ``DPGYM_MIMIC3`` 
 the split should follow. The split is the paper's 60/20/20 in file order; the harness trains on the
 60% and evaluates on the next 20% (as the paper's code tests its evaluators on the validation split);
 the last 20% is never read. Suites name datasets only, so the path comes from the environment.
-The file is user-supplied, so no checksum is pinned: the cell key carries the path instead.
+The file is user-supplied, so no checksum is pinned: the cell key carries the file's sha256 (hashed
+once per file state), so results follow the matrix's content, not where it lies.
 
 `sparse_codes`: SYNTHETIC, not MIMIC. Each row (a "patient") has a few latent conditions, each
 switching on a cluster of codes with high probability, over a long tail of rare independent codes:
@@ -17,6 +18,7 @@ co-occurring codes, so autoencoders and dimension-wise metrics have structure to
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from functools import cache
 from pathlib import Path
@@ -24,7 +26,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from dpgym import Column, ColumnKind, DatasetSpec, DatasetUnavailable, Schema, Split, hookimpl
+from dpgym import Column, ColumnKind, DatasetSpec, DatasetUnavailable, Schema, SchemaError, Split, hookimpl, sha256_of
 
 ENV = "DPGYM_MIMIC3"
 BINARY = ("0", "1")
@@ -49,6 +51,21 @@ def mimic_availability() -> str:
     except DatasetUnavailable as err:
         return str(err)
     return ""
+
+
+def mimic_checksum() -> str:
+    """The user's file's sha256, "unavailable" without one."""
+    try:
+        path = mimic_path()
+    except DatasetUnavailable:
+        return "unavailable"
+    return _sha256(path.resolve(), path.stat().st_mtime_ns, path.stat().st_size)
+
+
+@cache
+def _sha256(path: Path, mtime_ns: int, size: int) -> str:
+    """Hashed once per file state in a process: discovery builds the spec in every worker."""
+    return sha256_of(path)
 
 
 def _read_mimic(path: Path, header_only: bool = False) -> pd.DataFrame:
@@ -77,7 +94,7 @@ def load_mimic() -> Split:
     frame = _read_mimic(mimic_path()).astype(str)
     bad = sorted(set(np.unique(frame.to_numpy())) - set(BINARY))
     if bad:
-        raise DatasetUnavailable(f"{ENV}: expected a 0/1 matrix, found values {bad[:5]}")
+        raise SchemaError(f"{ENV}={mimic_path()}: expected a 0/1 matrix, found values {bad[:5]}")
     return split_60_20(mimic_schema().conform(frame, "MIMIC-III matrix"))
 
 
@@ -128,7 +145,7 @@ MIMIC = DatasetSpec(
     schema=mimic_schema,
     citation="Johnson, A. et al. (2016). MIMIC-III, a freely accessible critical care database. Sci. Data 3, 160035",
     license="PhysioNet Credentialed Health Data License 1.5.0 (user-supplied)",
-    checksum=f"user-supplied:{os.environ.get(ENV, '')}",
+    checksum="unavailable",  # the file's, filled in by the hook
     description=f"MIMIC-III patients × 3-digit ICD-9 codes (binary), user-supplied via ${ENV}; split 60/20 in file order",
     availability=mimic_availability,
 )
@@ -148,4 +165,4 @@ STANDIN = DatasetSpec(
 
 @hookimpl
 def dpgym_datasets() -> list[DatasetSpec]:
-    return [MIMIC, STANDIN]
+    return [dataclasses.replace(MIMIC, checksum=mimic_checksum()), STANDIN]

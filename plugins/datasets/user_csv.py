@@ -44,16 +44,10 @@ def default_schema_path(data: Path) -> Path:
     return stem.with_name(stem.name + ".schema.toml")
 
 
-def _require(path: Path, what: str) -> Path:
-    if not path.is_file():
-        raise DatasetUnavailable(f"csv: {what} {path} does not exist ({USAGE})")
-    return path
-
-
 def schema(path: Path) -> Schema:
     """The user's schema; warns on every call while it is an unreviewed draft (the runner asks once
     per cell, so each cell's result records the warning)."""
-    table = Schema.from_toml(_require(path, "schema file"))
+    table = Schema.from_toml(path)
     if not table.reviewed:
         warnings.warn(
             f"schema {path} was inferred from the data and is not reviewed: its bounds and categories come "
@@ -67,7 +61,7 @@ def schema(path: Path) -> Schema:
 def _rows(path: Path) -> tuple[pd.DataFrame, str]:
     """The file's rows, numbered from 1 so schema errors point into the file. They are records, not
     lines: the CSV reader skips blank lines, and a quoted field may span lines."""
-    frame = read_table(_require(path, "data file"))
+    frame = read_table(path)
     what = f"{path} (rows numbered from 1 after the header)"
     if frame.empty:
         raise SchemaError(f"{path}: no data rows")
@@ -120,16 +114,21 @@ def _parse(argument: str) -> tuple[Path, dict, Path]:
     return data, options, options.get("schema") or default_schema_path(data)
 
 
-def _state(path: Path) -> tuple[int, int] | None:
-    return (path.stat().st_mtime_ns, path.stat().st_size) if path.is_file() else None
+def _state(path: Path, what: str) -> tuple[int, int]:
+    """The file's modification time and size; a missing file is a mistyped name, refused here."""
+    if path.is_dir():
+        raise DatasetArgumentError(f"{what} {path} is a directory, not a file ({USAGE})")
+    if not path.is_file():
+        raise DatasetArgumentError(f"{what} {path} does not exist ({USAGE})")
+    return path.stat().st_mtime_ns, path.stat().st_size
 
 
 def spec(argument: str) -> DatasetSpec:
     """The spec of ``csv:argument``: one object per argument and file state, so the runner's
     per-process load cache holds each file once, and an edited file is a new dataset."""
     data, options, schema_path = _parse(argument)
-    files = tuple(p for p in (data, options.get("test"), schema_path) if p is not None)
-    return _spec(argument, tuple(_state(p) for p in files))
+    files = {"data file": data, "test file": options.get("test"), "schema file": schema_path}
+    return _spec(argument, tuple(_state(path, what) for what, path in files.items() if path is not None))
 
 
 @cache
@@ -137,7 +136,7 @@ def _spec(argument: str, state: tuple) -> DatasetSpec:
     data, options, schema_path = _parse(argument)
     files = [p for p in (data, options.get("test"), schema_path) if p is not None]
     provenance = _provenance(schema_path)
-    checksum = combined_checksum([sha256_of(p) for p in files]) if None not in state else "unavailable"
+    checksum = combined_checksum([sha256_of(p) for p in files])
     return DatasetSpec(
         name=f"csv:{argument}",
         version="user",
@@ -147,7 +146,7 @@ def _spec(argument: str, state: tuple) -> DatasetSpec:
         license=provenance.get("license", "user-provided (not stated)"),
         # data and schema file contents: a changed file or schema is a different dataset
         checksum=checksum,
-        identity=_identity(checksum, options) if None not in state else "",
+        identity=_identity(checksum, options),
         description=f"user dataset {data} with schema {schema_path}",
     )
 

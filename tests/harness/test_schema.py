@@ -81,12 +81,44 @@ def test_toml_round_trip(small_schema, tmp_path):
         ({"name": "x", "kind": "continuous", "min": 0, "max": 1, "step": 0}, "'step' must be positive"),
         ({"name": "x", "kind": "continuous", "min": 0, "max": 1, "step": 2}, "at most max − min"),
         ({"name": "x", "kind": "categorical", "categories": ["a"], "step": 1}, "take a 'step'"),
+        ({"name": "x", "kind": "categorical", "categories": "abc"}, "'categories' must be a list"),
+        ({"name": "x", "kind": "categorical", "categories": [1.5, True]}, "must be strings \\(or integers\\)"),
+        ({"name": "x", "kind": "binary", "categories": ["a", "b"], "nullable": "no"}, "'nullable' must be true or false"),
+        ({"name": "x", "kind": "integer", "min": True, "max": 9}, "'min' must be a number, got True"),
+        ({"name": "x", "kind": "integer", "min": 0, "max": "9"}, "'max' must be a number"),
+        ({"name": "x", "kind": "integer", "min": 0, "max": 9, "nullabel": True}, "did you mean 'nullable'"),
     ],
 )
 def test_malformed_schema_entries_are_rejected_with_the_column(entry, message):
     with pytest.raises(SchemaError, match=message) as err:
         Schema.from_dict({"name": "s", "columns": [entry]}, source="s.toml")
     assert "column 'x'" in str(err.value) and "s.toml" in str(err.value)
+
+
+@pytest.mark.parametrize(("top", "message"), [
+    ({"targte": "x"}, "unknown keys \\['targte'\\].*did you mean 'target'"),
+    ({"reviewed": "false"}, "'reviewed' must be true or false, got 'false'"),
+    ({"inferred_from_data": 1}, "'inferred_from_data' must be true or false"),
+    ({"target": 3}, "'target' must be a column name"),
+    ({"columns": {"name": "x"}}, "'columns' must be a list"),
+])
+def test_malformed_top_level_keys_are_rejected_with_the_file(top, message):
+    raw = {"name": "s", "columns": [{"name": "x", "kind": "binary", "categories": ["a", "b"]}], **top}
+    with pytest.raises(SchemaError, match=message) as err:
+        Schema.from_dict(raw, source="s.toml")
+    assert str(err.value).startswith("s.toml: ")
+
+
+def test_integer_categories_read_as_text():
+    column = Column.from_dict({"name": "x", "kind": "categorical", "categories": [1, 2, 3]})
+    assert column.categories == ("1", "2", "3")
+
+
+@pytest.mark.parametrize("target", [
+    Column("y", ColumnKind.CONTINUOUS, min=0, max=1), Column("y", ColumnKind.CATEGORICAL, categories=("only",))])
+def test_a_target_must_be_discrete_with_two_categories(target):
+    with pytest.raises(SchemaError, match="target 'y' must be a discrete column with two or more categories"):
+        Schema("s", (Column("x", ColumnKind.CONTINUOUS, min=0, max=1), target), target="y")
 
 
 def test_target_must_be_a_column():

@@ -152,11 +152,13 @@ def test_a_bad_split_column_value_is_rejected(folder):
         user_csv.spec(f"{folder / 'people.csv'},split_column=part").load()
 
 
-def test_missing_files_are_unavailable_not_a_crash(tmp_path, registry):
-    spec = registry.dataset(f"csv:{tmp_path / 'absent.csv'}")
-    assert spec.checksum == "unavailable"
-    with pytest.raises(DatasetUnavailable, match="absent.schema.toml does not exist"):
-        spec.load()
+@pytest.mark.parametrize(("missing", "named"), [("data", "data file .*absent.csv does not exist"),
+                                                 ("schema", "schema file .*absent.schema.toml does not exist")])
+def test_a_missing_file_is_refused_when_the_name_is_resolved_naming_it(tmp_path, registry, missing, named):
+    if missing == "schema":
+        (tmp_path / "absent.csv").write_text("x\n1\n")
+    with pytest.raises(PluginError, match=named):
+        registry.dataset(f"csv:{tmp_path / 'absent.csv'}")
     with pytest.raises(DatasetUnavailable, match="csv:PATH"):
         registry.dataset("csv").load()
 

@@ -7,6 +7,7 @@ import pandas as pd
 import pytest
 
 from dpgym.datafiles import DatasetUnavailable
+from dpgym.schema import SchemaError
 from dpgym.plugins.datasets import mimic
 
 
@@ -44,8 +45,26 @@ def test_a_non_binary_matrix_is_refused(monkeypatch, tmp_path):
     path = tmp_path / "codes.csv"
     pd.DataFrame({"401": [0, 2]}).to_csv(path, index=False)
     monkeypatch.setenv(mimic.ENV, str(path))
-    with pytest.raises(DatasetUnavailable, match="0/1"):
+    with pytest.raises(SchemaError, match="codes.csv: expected a 0/1 matrix"):
         mimic.load_mimic()
+
+
+def test_the_cell_key_follows_the_matrix_not_its_path(monkeypatch, tmp_path):
+    from dpgym.grid import expand
+    from dpgym.registry import Registry
+    from dpgym.suite import MethodConfig, Suite
+
+    def keys(path):
+        monkeypatch.setenv(mimic.ENV, str(path))
+        suite = Suite("s", (MethodConfig("uniform"),), ("mimic3",), (1.0,), (0,), metrics=("fidelity",))
+        return [(cell.key, cell.seeds) for cell in expand(suite, Registry.discover())]
+
+    pd.DataFrame({"401": [0, 1] * 10, "428": [1, 1] * 10}).to_csv(tmp_path / "a.csv", index=False)
+    (tmp_path / "moved").mkdir()
+    (tmp_path / "moved" / "b.csv").write_bytes((tmp_path / "a.csv").read_bytes())
+    assert keys(tmp_path / "a.csv") == keys(tmp_path / "moved" / "b.csv")
+    (tmp_path / "moved" / "b.csv").write_text("401,428\n1,0\n0,1\n")
+    assert keys(tmp_path / "a.csv") != keys(tmp_path / "moved" / "b.csv")
 
 
 def test_standin_is_seeded_sparse_and_correlated():
