@@ -32,7 +32,14 @@ from dpgym import (
 from dpgym.plugins.datasets.parametric import DatasetArgumentError, parse_options
 
 DATA_SUFFIXES = {".csv", ".tsv", ".txt", ".gz", ".bz2", ".xz", ".zst", ".zip", *PARQUET_SUFFIXES}
-OPTIONS = {"schema": Path, "test": Path, "split_column": str, "test_fraction": float, "seed": int}
+def _fraction(value: str) -> float:
+    fraction = float(value)
+    if not 0 < fraction < 1:
+        raise ValueError("a fraction of the rows lies strictly between 0 and 1")
+    return fraction
+
+
+OPTIONS = {"schema": Path, "test": Path, "split_column": str, "test_fraction": _fraction, "seed": int}
 SPLIT_VALUES = ("train", "test")
 USAGE = "name a user dataset csv:PATH (schema beside it as NAME.schema.toml, or csv:PATH,schema=FILE)"
 

@@ -168,6 +168,12 @@ def test_an_unknown_option_is_a_plugin_error(folder, registry):
         registry.dataset(f"csv:{folder / 'people.csv'},sheet=2")
 
 
+@pytest.mark.parametrize("fraction", ["0", "1.5", "-0.2"])
+def test_a_test_fraction_outside_0_1_is_a_plugin_error(folder, registry, fraction):
+    with pytest.raises(PluginError, match=f"bad value for test_fraction: '{fraction}'.*strictly between 0 and 1"):
+        registry.dataset(f"csv:{folder / 'people.csv'},test_fraction={fraction}")
+
+
 def test_an_unreviewed_inferred_schema_warns_on_load(folder):
     draft = infer_schema(read_table(folder / "people.csv"), "people")
     (folder / "people.schema.toml").write_text(draft_toml(draft, "people.csv"))
