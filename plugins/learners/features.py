@@ -4,6 +4,8 @@ Nothing is fitted on rows, so the encoding costs no privacy (docs/methods/expm-n
 
 from __future__ import annotations
 
+import weakref
+
 import numpy as np
 import pandas as pd
 
@@ -12,6 +14,18 @@ from dpgym import ColumnKind, Schema, TableEncoder
 # Population weights are not features, and no DP method weights its loss by them
 # (docs/methods/expm-nf.md#adult).
 NOT_FEATURES = frozenset({"fnlwgt"})
+
+
+# The last frame encoded, by a weak reference, with its design and features. Kept here rather than
+# on the Design, which every released model holds: a released model must carry no private rows.
+_last_encoded: tuple[weakref.ref, Design, np.ndarray] | None = None
+
+
+def _forget(reference: weakref.ref) -> None:
+    """The encoded frame is gone: drop its features with it."""
+    global _last_encoded
+    if _last_encoded is not None and _last_encoded[0] is reference:
+        _last_encoded = None
 
 
 class Design:
@@ -25,13 +39,15 @@ class Design:
         self.binary = [n for n in names if schema[n].kind is ColumnKind.BINARY]
         self.encoder = TableEncoder(schema, columns=[n for n in names if n not in self.binary])
         self.width = self.encoder.width + len(self.binary)
-        self._last: tuple[int, np.ndarray] | None = None  # scoring k models on one frame encodes it once
 
     def features(self, frame: pd.DataFrame) -> np.ndarray:
-        if self._last is not None and self._last[0] == id(frame) and len(self._last[1]) == len(frame):
-            return self._last[1]
+        """The frame's features; the last frame's are kept while it lives, so scoring k models on
+        one frame encodes it once."""
+        global _last_encoded
+        if _last_encoded is not None and _last_encoded[0]() is frame and _last_encoded[1] is self:
+            return _last_encoded[2]
         x = self._encode(frame)
-        self._last = (id(frame), x)
+        _last_encoded = (weakref.ref(frame, _forget), self, x)
         return x
 
     def _encode(self, frame: pd.DataFrame) -> np.ndarray:

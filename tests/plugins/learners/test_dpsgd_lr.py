@@ -1,6 +1,8 @@
 """dpsgd_lr: the engine's Poisson DP-SGD with flat clipping at C = 1, a re-accountable ledger, and
 noise calibrated with PRV at small ε (where an RDP-seeded bracket fails)."""
 
+import pickle
+
 import pytest
 
 from dpgym import Budget, Guarantee
@@ -31,3 +33,15 @@ def test_noise_is_solved_at_small_epsilon(toy_split, toy_schema):
     learner = DPSGDLR(epochs=0.2)
     ledger = learner.fit(toy_split.train, toy_schema, Budget(1e-3, 1e-5), seed=0)
     assert 0.99e-3 <= ledger.epsilon <= 1e-3 and learner.noise_multiplier_ > 10
+
+
+@pytest.mark.slow
+def test_a_released_model_carries_no_private_rows(fitted, toy_split):
+    """Scoring caches the last frame's features outside the model: the released model pickles to
+    its design and θ, not to the encoded rows it was fitted or scored on."""
+    learner, _ = fitted
+    model = learner.release()
+    model.decision_function(toy_split.train)
+    assert len(pickle.dumps(model)) < toy_split.train.shape[0] * 4  # one float32 per row is more
+    rows = model.design.features(toy_split.train)
+    assert rows.nbytes > 10 * len(pickle.dumps(model))
