@@ -37,7 +37,7 @@ import psutil
 from dpgym import audit, learning
 from dpgym.datafiles import DatasetUnavailable
 from dpgym.grid import Cell
-from dpgym.privacy import Ledger, PrivacyViolation, reaccount
+from dpgym.privacy import Guarantee, Ledger, PrivacyViolation, reaccount
 from dpgym.registry import Provided, Registry
 from dpgym.schema import Schema
 from dpgym.specs import Capability, DatasetSpec, MetricContext, MetricSpec, Split
@@ -217,10 +217,24 @@ def check_ledger(ledger: Ledger, spec: Any, cell: Cell, result: dict[str, Any]) 
     if ledger.guarantee is not spec.guarantee:
         raise CellFailure("privacy", PrivacyViolation(
             f"{what} declares guarantee {spec.guarantee!s} but its ledger says {ledger.guarantee!s}"))
+    contradiction = ledger_contradiction(ledger, spec)
+    if contradiction:
+        raise CellFailure("privacy", PrivacyViolation(f"{what}: {contradiction}"))
     stage("privacy", lambda: ledger.check_within(cell.budget))
     if check.verdict != "ok":
         raise CellFailure("privacy", PrivacyViolation(f"{what}: re-accounting verdict {check.verdict}: {check.detail}"))
     return ledger_json
+
+
+def ledger_contradiction(ledger: Ledger, spec: Any) -> str:
+    """Why a ledger cannot stand for its method, or "": its label contradicts its entries, or a
+    `formal`/`pure` method that does not declare `Capability.READS_NO_ROWS` records no mechanism
+    (an empty ledger re-accounts to ε = 0, whatever the method read)."""
+    if (not ledger.entries and ledger.guarantee in (Guarantee.FORMAL, Guarantee.PURE)
+            and Capability.READS_NO_ROWS not in spec.capabilities):
+        return ("its ledger records no mechanism, so it claims ε = 0; a method that reads no training row "
+                "declares capabilities={Capability.READS_NO_ROWS}, any other records what it spent")
+    return ledger.label_contradiction()
 
 
 def run_generator(cell: Cell, provided: Provided, dataset: DatasetSpec, metrics: list[MetricSpec],

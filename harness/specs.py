@@ -28,6 +28,11 @@ class Capability(enum.StrEnum):
     LOG_PROB = "log_prob"
     # The fitted learner is an `AuditedLearner`: its findings join the harness's privacy audit.
     AUDIT_FINDINGS = "audit_findings"
+    # Fit reads no training row (only the schema), so an empty ledger is its whole spend. Without
+    # it, a `formal` or `pure` method whose ledger records no mechanism is refused: an empty ledger
+    # would otherwise rank a method that trained on the rows at ε = 0. The conformance checks hold
+    # the declaration to behaviour (two different training tables give the same samples).
+    READS_NO_ROWS = "reads_no_rows"
 
 
 def _declared_capabilities(kind: str, name: str, capabilities: frozenset[Capability],

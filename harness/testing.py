@@ -31,6 +31,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from dpgym.cell import ledger_contradiction
 from dpgym.privacy import Budget, Ledger, reaccount
 from dpgym.schema import Column, ColumnKind, Schema
 from dpgym.specs import (
@@ -110,6 +111,8 @@ def check_ledger_within_budget(subject: Subject) -> None:
     assert isinstance(ledger, Ledger), f"{name}: fit() returned {type(ledger).__name__}, not a Ledger"
     assert ledger.guarantee is subject.spec.guarantee, (
         f"{name}: declares guarantee {subject.spec.guarantee} but its ledger says {ledger.guarantee}")
+    contradiction = ledger_contradiction(ledger, subject.spec)
+    assert not contradiction, f"{name}: {contradiction}"
     ledger.check_within(BUDGET)
     check = reaccount(ledger, BUDGET)
     assert check.verdict == "ok", f"{name}: independent re-accounting says {check.verdict}: {check.detail}"
@@ -125,6 +128,17 @@ def check_ledger_does_not_depend_on_the_rows(subject: Subject) -> None:
     ledgers = [subject.fitted(train=CONFORMANCE_SCHEMA.conform(frame), seed=0)[1].to_dict()
                for frame in (table, neighbour)]
     assert ledgers[0] == ledgers[1], f"{subject.spec.name}: the ledger changes when one training row changes"
+
+
+def check_reads_no_rows(subject: Subject) -> None:
+    """A generator declaring `Capability.READS_NO_ROWS` gives the same samples after fitting on two
+    unrelated tables: its empty ledger is then its whole spend."""
+    if Capability.READS_NO_ROWS not in subject.spec.capabilities:
+        pytest.skip(f"{subject.spec.name} does not declare that it reads no rows")
+    tables = (conformance_table(seed=0), conformance_table(rows=150, seed=1))
+    samples = [_valid_sample(subject.fitted(train=table, seed=0)[0], 200, 1, subject.spec.name) for table in tables]
+    assert samples[0].equals(samples[1]), (
+        f"{subject.spec.name}: declares that it reads no training rows, but its samples change with them")
 
 
 def check_samples_match_schema(subject: Subject) -> None:
@@ -202,7 +216,7 @@ def check_log_prob(subject: Subject) -> None:
 
 
 CHECKS: tuple[Callable[[Subject], None], ...] = (
-    check_ledger_within_budget, check_ledger_does_not_depend_on_the_rows, check_samples_match_schema,
+    check_ledger_within_budget, check_ledger_does_not_depend_on_the_rows, check_reads_no_rows, check_samples_match_schema,
     check_empty_sample, check_deterministic_under_seed, check_seed_changes_samples, check_one_row_table, check_constant_columns,
     check_unknown_hyper_parameter_refused, check_pickles, check_device_flag, check_log_prob,
 )

@@ -126,8 +126,35 @@ class Quitter(Uniform):
         sys.exit(0)
 
 
-def _spec(name: str, factory: type, guarantee: Guarantee = Guarantee.FORMAL) -> GeneratorSpec:
-    return GeneratorSpec(name=name, version="1", factory=factory, guarantee=guarantee)
+class RowCopier(Uniform):
+    """Samples its training rows back, with an empty ledger: ε = 0 by its ledger, and no declaration
+    that it reads no rows."""
+
+    def fit(self, train: pd.DataFrame, schema: Schema, budget: Budget, seed: int) -> Ledger:
+        super().fit(train, schema, budget, seed)
+        self.rows_ = train.copy()
+        return Ledger(Guarantee.FORMAL)
+
+    def sample(self, n: int, seed: int) -> pd.DataFrame:
+        return self.rows_.sample(n, replace=True, random_state=seed).reset_index(drop=True)
+
+
+class GaussianButPure(Uniform):
+    """Labelled pure, with a Gaussian release (δ > 0) in its ledger."""
+
+    def fit(self, train: pd.DataFrame, schema: Schema, budget: Budget, seed: int) -> Ledger:
+        super().fit(train, schema, budget, seed)
+        return Ledger(Guarantee.PURE, [LedgerEntry("gaussian", budget.epsilon, 1e-6,
+                                                   {"l2_sensitivity": 1.0, "sigma": 5.0 / budget.epsilon}, "analytic")])
+
+
+# The fakes below are uniform with one fault each, so they read no training rows unless they say so.
+READS_NO_ROWS = frozenset({Capability.READS_NO_ROWS})
+
+
+def _spec(name: str, factory: type, guarantee: Guarantee = Guarantee.FORMAL,
+          capabilities: frozenset[Capability] = READS_NO_ROWS) -> GeneratorSpec:
+    return GeneratorSpec(name=name, version="1", factory=factory, guarantee=guarantee, capabilities=capabilities)
 
 
 class FaultyGenerators:
@@ -138,7 +165,9 @@ class FaultyGenerators:
                 _spec("seed_ignorer", SeedIgnorer, Guarantee.PURE), _spec("canceller", Canceller),
                 _spec("scale_forgetter", ScaleForgetter), _spec("short_sampler", ShortSampler, Guarantee.PURE),
                 _spec("missing_weights", MissingWeights), _spec("loss_reporter", LossReporter, Guarantee.PURE),
-                _spec("wanderer", Wanderer, Guarantee.PURE), _spec("quitter", Quitter, Guarantee.PURE)]
+                _spec("wanderer", Wanderer, Guarantee.PURE), _spec("quitter", Quitter, Guarantee.PURE),
+                _spec("row_copier", RowCopier, capabilities=frozenset()),
+                _spec("lying_row_copier", RowCopier), _spec("gaussian_but_pure", GaussianButPure, Guarantee.PURE)]
 
 
 class QuieterIndependent(Independent):
@@ -278,7 +307,7 @@ class ExecutionFaults:
                 _spec("stuck_spawner", StuckSpawner, Guarantee.PURE), _spec("lingerer", Lingerer, Guarantee.PURE),
                 _spec("daemonizer", Daemonizer, Guarantee.PURE),
                 GeneratorSpec(name="probe", version="1", factory=Probe, guarantee=Guarantee.PURE,
-                              capabilities=frozenset({Capability.DEVICE}))]
+                              capabilities=frozenset({Capability.DEVICE, Capability.READS_NO_ROWS}))]
 
 
 # --- a cheap deterministic metric, so leaderboards of test runs have metric columns -------------

@@ -23,6 +23,7 @@ from dpgym.privacy.budget import Budget, Guarantee
 
 LEDGER_FORMAT = "dpgym-ledger/1"
 COMPOSITIONS = ("basic", "rdp", "prv", "gdp")
+PURE_MECHANISMS = frozenset({"laplace", "exponential"})
 
 
 class PrivacyViolation(RuntimeError):
@@ -106,6 +107,17 @@ class Ledger:
         if self.claimed_delta is not None:
             return self.claimed_delta
         return float(sum(e.delta for e in self.entries))
+
+    def label_contradiction(self) -> str:
+        """Why the ledger's entries contradict its guarantee label, or "": a `pure` ledger states
+        δ = 0 and records only pure mechanisms (Laplace, exponential), whatever it claims."""
+        if self.guarantee is not Guarantee.PURE or self.is_non_private:
+            return ""
+        impure = sorted({e.mechanism for e in self.entries if e.mechanism not in PURE_MECHANISMS})
+        if impure:
+            return f"it is labelled pure, but its ledger records {impure}, which are not pure-DP mechanisms"
+        positive = self.delta > 0 or any(e.delta > 0 for e in self.entries)
+        return "it is labelled pure, but its ledger states δ > 0" if positive else ""
 
     def check_within(self, budget: Budget) -> None:
         """Refuse a claimed total above the budget (a small relative slack absorbs float noise)."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from dpgym import Budget, ColumnKind, GeneratorSpec, Guarantee, Ledger, Schema, hookimpl
+from dpgym import Budget, Capability, ColumnKind, GeneratorSpec, Guarantee, Ledger, Schema, hookimpl
 
 
 class Uniform:
@@ -32,6 +32,7 @@ SPEC = GeneratorSpec(
     version="1",
     factory=Uniform,
     guarantee=Guarantee.PURE,
+    capabilities=frozenset({Capability.READS_NO_ROWS}),
     description="each column uniform over its public domain; uses no data (ε = 0)",
 )
 

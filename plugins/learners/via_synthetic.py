@@ -46,12 +46,13 @@ class ViaSynthetic(OneModelLearner):
 
 def resolve(generator: str, plugins: SpecLookup) -> LearnerSpec:
     """The learner for one installed generator: its guarantee, its hyper-parameters as `generator_params`,
-    and the device capability if it has it."""
+    and the device capability if it has it. The LR reads only synthetic rows, so the learner reads no
+    training row when the generator reads none."""
     provided = plugins.generator(generator)
     return replace(SPEC, name=f"via_synthetic:{generator}", guarantee=provided.guarantee,
                    factory=lambda **params: ViaSynthetic(provided, **params),
                    defaults={"generator_params": {}, "loss": "bce"},
-                   capabilities=provided.capabilities & {Capability.DEVICE}, resolve=None,
+                   capabilities=provided.capabilities & {Capability.DEVICE, Capability.READS_NO_ROWS}, resolve=None,
                    version=f"{SPEC.version}+{provided.name}-{provided.version}")
 
 

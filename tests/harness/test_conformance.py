@@ -44,6 +44,20 @@ def test_catches_a_ledger_that_publishes_a_statistic_of_the_rows():
         run_check("loss_reporter", "ledger_does_not_depend_on_the_rows")
 
 
+def test_catches_a_generator_that_reads_rows_it_declares_it_does_not_read():
+    with pytest.raises(AssertionError, match="declares that it reads no training rows, but its samples change"):
+        run_check("lying_row_copier", "reads_no_rows")
+
+
+@pytest.mark.parametrize(("name", "fault"), [
+    ("row_copier", "its ledger records no mechanism, so it claims ε = 0"),
+    ("gaussian_but_pure", "labelled pure, but its ledger records \\['gaussian'\\]"),
+])
+def test_catches_a_ledger_that_contradicts_its_label(name, fault):
+    with pytest.raises(AssertionError, match=fault):
+        run_check(name, "ledger_within_budget")
+
+
 def test_catches_overspending():
     with pytest.raises(AssertionError, match="underclaimed"):
         run_check("overspender", "ledger_within_budget")

@@ -153,6 +153,18 @@ def test_overspending_generator_is_refused_and_not_ranked(registry, tmp_path):
     assert row.n_seeds == 0 and row.failures == 1
 
 
+@pytest.mark.parametrize(("name", "fault"), [
+    ("row_copier", "its ledger records no mechanism, so it claims ε = 0"),
+    ("gaussian_but_pure", "labelled pure, but its ledger records ['gaussian']"),
+])
+def test_a_ledger_that_contradicts_its_label_fails_the_cell_at_privacy(registry, tmp_path, name, fault):
+    run(grid(name, "uniform", seeds=(0,)), tmp_path, registry)
+    results = {r["cell"]["method"]: r for r in RunStore(tmp_path).results()}
+    assert results["uniform"]["status"] == "ok"
+    assert results[name]["status"] == "failed" and results[name]["error"]["stage"] == "privacy"
+    assert fault in results[name]["error"]["message"]
+
+
 def test_a_serial_run_says_it_applies_no_limits(registry, tmp_path):
     summary = run(grid("uniform", seeds=(0,)), tmp_path, registry, settings=Settings(executor="serial", timeout=60.0))
     assert any("serial executor applies no timeout or memory limit" in m for m in summary.messages)
