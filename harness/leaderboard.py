@@ -2,9 +2,9 @@
 
 One row per (generator, dataset, ε). Columns, in order:
 
-    generator, dataset, epsilon, delta, n_seeds, failures, fit_seconds_mean,
+    generator, dataset, epsilon, delta, eps_spent, under_spent, n_seeds, failures, fit_seconds_mean,
     <m>_mean, <m>_std, <m>_ci_low, <m>_ci_high          for every metric value m,
-    unavailable, guarantee, audit_verdict, claimed_epsilon_max, reaccounted_epsilon_max,
+    unavailable, guarantee, audit_verdict, claimed_epsilon_max,
     sample_seconds_mean, peak_rss_mb_max, error,
     <m>_rank                                              for every metric value m
 
@@ -14,6 +14,12 @@ every seed: the ExpM+NF paper's statistic), ``auc_fraction_of_nonprivate`` (auc_
 best ``nonprivate_lr`` configuration's auc_median on the same dataset, as in the paper), and their
 ``audit_verdict`` is the most severe of the cells' audits and of the group-privacy check on the
 draws pooled over seeds (harness/audit.py).
+
+``eps_spent`` is the ε the harness's independent re-accounting computes from the ledgers (the
+largest over seeds): what the row really spent, which the claim only bounds. ``under_spent`` marks
+a private row that spent less than ``UNDER_SPENT`` (90%) of its ε, so its method was not compared
+at the budget it is listed under; a method that reads no rows (``uniform``) spends 0 by design and
+is not marked.
 
 Statistics (see the README's leaderboard section for the reasoning):
 
@@ -57,6 +63,7 @@ ALPHA = 0.05
 BOOTSTRAP_RESAMPLES = 2000
 BOOTSTRAP_SEED = 10  # any fixed value makes the intervals reproducible; changing it moves them
 BASELINE = "uniform"  # SDGym's reference for charging failures: reads no rows, costs ε = 0
+UNDER_SPENT = 0.9  # a row spending less than this share of its ε is marked under_spent
 NOT_FAILURES = ("ok", "unavailable")  # unavailable = the dataset was missing: nobody's fault, not charged
 ARROWS = {Direction.HIGHER: "↑", Direction.LOWER: "↓"}
 
@@ -206,7 +213,7 @@ def aggregate(cells: pd.DataFrame, directions: dict[str, Direction]) -> pd.DataF
             guarantee=group.guarantee.iloc[0],
             audit_verdict=next((v for v in group.audit_verdict if v), ""),
             claimed_epsilon_max=ok.claimed_epsilon.max(),
-            reaccounted_epsilon_max=ok.reaccounted_epsilon.max(),
+            eps_spent=ok.reaccounted_epsilon.max(),
             sample_seconds_mean=ok.sample_seconds.mean(),
             peak_rss_mb_max=ok.peak_rss_mb.max(),
             error=next((e for e in group[group.charged].error if e), ""),
@@ -215,6 +222,7 @@ def aggregate(cells: pd.DataFrame, directions: dict[str, Direction]) -> pd.DataF
             row.update(plugin=group.plugin.iloc[0], **_learning_columns(ok, row["epsilon"]))
         rows.append(row)
     board = pd.DataFrame(rows)
+    board["under_spent"] = under_spent(board)
     if "auc_median" in board:
         board["auc_fraction_of_nonprivate"] = board.auc_median / board.dataset.map(_nonprivate_baseline(board))
     for m in metrics:
@@ -292,6 +300,27 @@ def _block_table(board: pd.DataFrame, directions: dict[str, Direction]) -> pd.Da
     return table[~tied]
 
 
+def under_spent(board: pd.DataFrame) -> pd.Series:
+    """Rows at a finite ε that spent something, but less than `UNDER_SPENT` of it."""
+    finite = np.isfinite(board.epsilon.astype(float))
+    spent = board.eps_spent.astype(float)
+    return finite & (spent > 0) & (spent < UNDER_SPENT * board.epsilon.astype(float))
+
+
+def budget_statement(board: pd.DataFrame, ranked: list[str]) -> str:
+    """Whether the ranked rows were compared at the budgets they are listed under."""
+    rows = board[board.generator.isin(ranked) & np.isfinite(board.epsilon.astype(float))]
+    if rows.empty:
+        return ""
+    short = rows[rows.under_spent]
+    if short.empty:
+        return f" Every ranked row at a finite ε spent at least {UNDER_SPENT:.0%} of it."
+    listed = "; ".join(f"{r.generator} on {r.dataset} at ε = {r.epsilon:g} spent {r.eps_spent:.3g}"
+                       for r in short.itertuples())
+    return (f" Not every ranked row spent its budget: {len(short)} of {len(rows)} spent less than {UNDER_SPENT:.0%} "
+            f"of their ε ({listed}), so those methods were compared with less privacy spent than listed.")
+
+
 def overall_ranking(board: pd.DataFrame, directions: dict[str, Direction], alpha: float = ALPHA) -> Ranking:
     """Friedman test over blocks, Nemenyi post-hoc, and rank groups that respect it.
 
@@ -321,7 +350,8 @@ def overall_ranking(board: pd.DataFrame, directions: dict[str, Direction], alpha
             e["rank"] = 1.0
         return Ranking(n, entries, (
             f"Mean ranks over {n} block(s) only: a Friedman test needs at least three generators and two blocks, "
-            "so no generator is shown to be better than another."), excluded=excluded)
+            "so no generator is shown to be better than another.") + budget_statement(board, list(complete.columns)),
+            excluded=excluded)
     chi2, p = stats.friedmanchisquare(*(complete[c].to_numpy() for c in complete.columns))
     pvalues = scikit_posthocs.posthoc_nemenyi_friedman(complete.to_numpy())
     pvalues.index = pvalues.columns = list(complete.columns)
@@ -335,7 +365,7 @@ def overall_ranking(board: pd.DataFrame, directions: dict[str, Direction], alpha
         posthoc={"method": "Nemenyi (after Friedman)", "package": f"scikit-posthocs {version('scikit-posthocs')}",
                  "pvalues": {a: {b: float(pvalues.loc[a, b]) for b in pvalues.columns} for a in pvalues.index}},
         critical_difference=cd, alpha=alpha, excluded=excluded)
-    ranking.statement = _statement(ranking, differ)
+    ranking.statement = _statement(ranking, differ) + budget_statement(board, list(complete.columns))
     return ranking
 
 
@@ -381,9 +411,9 @@ class Leaderboard:
 
 
 def _ordered(board: pd.DataFrame, metrics: list[str]) -> pd.DataFrame:
-    head = [*GROUP, "n_seeds", "failures", "fit_seconds_mean"]
+    head = [*GROUP, "eps_spent", "under_spent", "n_seeds", "failures", "fit_seconds_mean"]
     per_metric = [f"{m}_{s}" for m in metrics for s in ("mean", "std", "ci_low", "ci_high")]
-    tail = ["unavailable", "guarantee", "audit_verdict", "claimed_epsilon_max", "reaccounted_epsilon_max",
+    tail = ["unavailable", "guarantee", "audit_verdict", "claimed_epsilon_max",
             "sample_seconds_mean", "peak_rss_mb_max", "error"]
     learning = [c for c in ("auc_median", "auc_draws_median", "auc_fraction_of_nonprivate") if c in board]
     return board[head + per_metric + tail + learning + [f"{m}_rank" for m in metrics]]
@@ -437,13 +467,14 @@ def to_markdown(lb: Leaderboard) -> str:
     for (dataset, epsilon), part in board.groupby(["dataset", "epsilon"], sort=True):
         lines.append(f"### {_escape(dataset)}, ε = {epsilon:g}\n")
         learning = [c for c in ("auc_median", "auc_fraction_of_nonprivate") if c in board]
-        header = ["generator", "guarantee", "audit", "seeds", "failed", "fit s"] + [
+        header = ["generator", "guarantee", "ε spent", "audit", "seeds", "failed", "fit s"] + [
             f"{_escape(m)} {ARROWS.get(directions.get(m), '(direction undeclared)')}" for m in metrics] + learning
         lines.append("| " + " | ".join(header) + " |")
         lines.append("|" + "---|" * len(header))
         for _, row in part.iterrows():
-            cells = [_escape(row.generator), row.guarantee, row.audit_verdict or "—", str(row.n_seeds), str(row.failures),
-                     _fmt(row.fit_seconds_mean, 1)]
+            spent = _fmt(row.eps_spent) + (" (under-spent)" if row.under_spent else "")
+            cells = [_escape(row.generator), row.guarantee, spent, row.audit_verdict or "—", str(row.n_seeds),
+                     str(row.failures), _fmt(row.fit_seconds_mean, 1)]
             for m in metrics:
                 mean, low, high, rank = row[f"{m}_mean"], row[f"{m}_ci_low"], row[f"{m}_ci_high"], row[f"{m}_rank"]
                 text = _fmt(mean)
@@ -453,7 +484,9 @@ def to_markdown(lb: Leaderboard) -> str:
             cells.extend(_fmt(row[c]) for c in learning)
             lines.append("| " + " | ".join(cells) + " |")
         lines.append("")
-    lines.append("Mean over seeds with its 95% bootstrap CI; `#r` = rank, where generators whose CIs overlap share a "
+    lines.append("ε spent: the independent re-accounting of the ledgers (largest over seeds); under-spent: less than "
+                 f"{UNDER_SPENT:.0%} of the row's ε. "
+                 "Mean over seeds with its 95% bootstrap CI; `#r` = rank, where generators whose CIs overlap share a "
                  "rank. Failed cells are charged the uniform baseline's scores (see the README). A value missing "
                  "from some of a row's seeds is averaged over the others and not ranked.\n")
     lines.append("### Overall ranking\n")

@@ -11,7 +11,8 @@ GUARANTEES = {"uniform": "pure", "real": "none"}
 
 def result(generator: str, seed: int, metrics: dict[str, float], *, status: str = "ok", epsilon: float = 1.0,
            dataset: str = "adult", plugin: str | None = None, fit_seconds: float = 1.0,
-           total_seconds: float = 2.0) -> dict[str, Any]:
+           total_seconds: float = 2.0, spent: float | None = None) -> dict[str, Any]:
+    """One cell's result.json; `spent`: its re-accounted ε (default: the budget, to float noise)."""
     plugin = plugin or generator
     out: dict[str, Any] = {
         "format": "dpgym-result/1",
@@ -21,7 +22,7 @@ def result(generator: str, seed: int, metrics: dict[str, float], *, status: str 
         "status": status,
         "timings": {"fit_seconds": fit_seconds, "sample_seconds": 0.5, "total_seconds": total_seconds},
         "peak_rss_mb": 100.0,
-        "privacy": {"claimed_epsilon": epsilon, "reaccounted": {"epsilon": epsilon * 1.001}},
+        "privacy": {"claimed_epsilon": epsilon, "reaccounted": {"epsilon": epsilon * 1.001 if spent is None else spent}},
         "metrics": metrics if status == "ok" else {},
     }
     if status != "ok":

@@ -30,14 +30,29 @@ def three_generators(tmp_path):
 
 def test_columns_follow_the_contract(three_generators):
     board, _ = write_leaderboard(three_generators, DIRECTIONS)
-    assert list(board.columns[:7]) == ["generator", "dataset", "epsilon", "delta", "n_seeds", "failures",
-                                       "fit_seconds_mean"]
-    assert list(board.columns[7:15]) == [f"{m}_{s}" for m in ("auroc", "tvd") for s in ("mean", "std", "ci_low", "ci_high")]
+    assert list(board.columns[:9]) == ["generator", "dataset", "epsilon", "delta", "eps_spent", "under_spent",
+                                       "n_seeds", "failures", "fit_seconds_mean"]
+    assert list(board.columns[9:17]) == [f"{m}_{s}" for m in ("auroc", "tvd") for s in ("mean", "std", "ci_low", "ci_high")]
     for column in ("guarantee", "audit_verdict", "sample_seconds_mean", "peak_rss_mb_max", "auroc_rank", "tvd_rank"):
         assert column in board.columns
     written = pd.read_csv(three_generators / "leaderboard.csv")
     assert list(written.columns) == list(board.columns)
     assert (three_generators / "leaderboard.md").read_text().startswith("### adult, ε = 1")
+
+
+def test_a_row_spending_under_90_percent_of_its_budget_is_marked_and_named_by_the_ranking(tmp_path):
+    rows = []
+    for seed in range(3):
+        rows += [result("tight", seed, scores(0.8 + seed / 100, 0.1), spent=0.99),
+                 result("wasteful", seed, scores(0.7 + seed / 100, 0.2), spent=0.172 + seed / 1000),
+                 result("uniform", seed, scores(0.5 + seed / 100, 0.5), spent=0.0)]
+    board, markdown = write_leaderboard(write_run(tmp_path, rows), DIRECTIONS)
+    board = board.set_index("generator")
+    assert board.loc["wasteful", "eps_spent"] == pytest.approx(0.174)  # the largest over seeds
+    assert board.under_spent.to_dict() == {"tight": False, "wasteful": True, "uniform": False}
+    assert "| wasteful | formal | 0.174 (under-spent) |" in markdown
+    assert "Not every ranked row spent its budget: 1 of 3" in markdown
+    assert "wasteful on adult at ε = 1 spent 0.174" in markdown
 
 
 def test_json_output_is_strict_json_with_rows_and_ranking(three_generators):
@@ -151,7 +166,7 @@ def test_a_minus_infinite_value_is_written_as_strict_json(tmp_path):
     payload = json.loads((tmp_path / "leaderboard.json").read_text(),
                          parse_constant=lambda c: pytest.fail(f"non-standard JSON constant {c}"))
     assert {r["generator"]: r["loglik_mean"] for r in payload["rows"]} == {"a": "-inf", "b": -3.0}
-    assert "| a | formal | — | 2 | 0 | 1.0 | −∞ #2 |" in (tmp_path / "leaderboard.md").read_text()
+    assert "| a | formal | 1.001 | — | 2 | 0 | 1.0 | −∞ #2 |" in (tmp_path / "leaderboard.md").read_text()
 
 
 def test_a_value_missing_from_one_seed_is_not_ranked_on_the_others(tmp_path):
