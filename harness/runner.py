@@ -20,7 +20,7 @@ from dpgym.registry import Registry
 from dpgym.specs import CellResult
 from dpgym.store import RunStore
 from dpgym.suite import Settings, Suite
-from dpgym.worker import Outcome
+from dpgym.worker import Outcome, sweep_temp
 
 
 @dataclass
@@ -43,6 +43,7 @@ def run_suite(suite: Suite, store: RunStore, registry: Registry, retry_failed: b
     cells = expand(suite, registry)
     summary = RunSummary(total=len(cells))
     with store.locked():
+        sweep_temp()  # what runs killed on this host left in the temporary folder, which their exit would remove
         earlier = store.cells_outside({cell.key for cell in cells})
         if earlier:
             summary.messages.append(

@@ -11,6 +11,11 @@ that is safe for real use either fails healthy cells or is too loose to catch a 
 plugin may also catch the resulting MemoryError and misreport it. Sampling the resident set of the
 child and its descendants every 50 ms and SIGKILLing the tree is exact about what we care about
 (physical memory) at the price of a short overshoot for very fast allocators.
+
+A driver killed with SIGKILL runs no clean-up, so nothing it started may depend on it: its cells
+kill themselves once their supervisor is gone (`_exit_when_orphaned`), its forkserver and the
+report's figure workers are killed by the kernel with it (`die_with_parent`, Linux), and what it
+left in the temporary folder is removed by the next run on the host (`sweep_temp`).
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from __future__ import annotations
 import ctypes
 import multiprocessing
 import multiprocessing.connection
+import multiprocessing.util
 import os
 import shutil
 import signal
@@ -41,12 +47,14 @@ from dpgym.registry import PLUGINS_ENV, Registry
 POLL_SECONDS = 0.05
 DESCENDANTS_EVERY = 1.0  # listing descendants scans all of /proc: refreshed once a second, not per poll
 KILL_ROUNDS = 10  # listings of a cell's processes while stopping them (a fork bomb gets no more)
-PR_SET_CHILD_SUBREAPER = 36  # linux/prctl.h
+PR_SET_PDEATHSIG, PR_SET_CHILD_SUBREAPER = 1, 36  # linux/prctl.h
 EXIT_GRACE_SECONDS = 30.0  # for a child that reported its result to exit before it is killed
 THREAD_ENV = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUMEXPR_NUM_THREADS",
               "VECLIB_MAXIMUM_THREADS")
 SCRATCH_PREFIX = "dpgym-cell-"  # + host hash-pid-start-random: see _scratch_folder
+OWNER_PREFIX = "dpgym-owner-"  # + host hash-pid-start: see _tag_temp_dir
 WARM_DATASETS_ENV = "DPGYM_WARM_DATASETS"  # read by dpgym.worker_preload in the forkserver
+PARENT_ENV = "DPGYM_FORKSERVER_PARENT"  # read by dpgym.worker_preload: see start_forkserver
 
 
 @dataclass(frozen=True)
@@ -123,6 +131,18 @@ def _adopt_orphans() -> None:
         ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
 
 
+def die_with_parent(parent: int) -> None:
+    """Have the kernel SIGKILL this helper process when `parent`, which started it, dies (Linux), so
+    that a parent killed with SIGKILL, which runs no clean-up, leaves no helper running; a helper whose
+    parent is already gone exits at once. The signal comes when the parent's *thread* that started
+    this process exits: call it only in a process started by its parent's main thread. Without prctl
+    only the check remains, and the helper stops once the pipes it shares with its parent close."""
+    if sys.platform.startswith("linux"):
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if os.getppid() != parent:  # the parent died before the request, which then never fires
+        os._exit(1)
+
+
 def _child_main(conn: Any, task: CellTask, supervisor: tuple[int, int], scratch: str) -> None:
     # Its own process group: helpers it forks are found and killed with it, even once orphaned by
     # its crash; and a terminal's Ctrl-C reaches the driver alone, which then cancels the cell.
@@ -155,7 +175,17 @@ def _context() -> multiprocessing.context.BaseContext:
     """A forkserver whose preload warms imports, plugins and the datasets named in the env."""
     ctx = multiprocessing.get_context("forkserver")
     ctx.set_forkserver_preload(["dpgym.worker_preload"])
+    _tag_temp_dir()
     return ctx
+
+
+@cache
+def _tag_temp_dir() -> None:
+    """Name this process as the owner of its multiprocessing folder (pymp-* in the temporary folder,
+    which holds the forkserver's socket) with an empty file in it. Multiprocessing removes the folder
+    when the process exits, but not when it is killed; `sweep_temp` then finds whose it was. A process
+    forked from this one shares the folder and, the cache being copied, tags it no further."""
+    (Path(multiprocessing.util.get_temp_dir()) / f"{OWNER_PREFIX}{_owner()}").touch()
 
 
 def start_forkserver(plugins: str, datasets: list[str], wait: bool = True) -> None:
@@ -169,8 +199,15 @@ def start_forkserver(plugins: str, datasets: list[str], wait: bool = True) -> No
     from multiprocessing import forkserver
 
     ctx = _context()
-    saved = {name: os.environ.get(name) for name in (WARM_DATASETS_ENV, PLUGINS_ENV)}
+    saved = {name: os.environ.get(name) for name in (WARM_DATASETS_ENV, PLUGINS_ENV, PARENT_ENV)}
     os.environ.update({WARM_DATASETS_ENV: ",".join(datasets), PLUGINS_ENV: plugins})
+    # The server dies with this process (die_with_parent) only if the main thread starts it: it would
+    # die with any other thread, which may end first. A server started otherwise (by another thread,
+    # or by a cell on a dask worker) stops as multiprocessing stops it, once no process holds its pipe.
+    if threading.current_thread() is threading.main_thread():
+        os.environ[PARENT_ENV] = str(os.getpid())
+    else:
+        os.environ.pop(PARENT_ENV, None)
     try:
         if wait:
             probe = ctx.Process(target=os.getpid, name="dpgym-forkserver-probe")
@@ -275,16 +312,43 @@ def run_isolated(task: CellTask, cancel: threading.Event | None = None) -> Outco
 
 def _scratch_folder() -> str:
     """A new cell's temporary folder, named after its supervisor: host, pid and start time. A supervisor
-    killed before its child armed the orphan watch leaves its folder behind; the next cell started on
-    this host removes the folders whose supervisor is gone. The host is a short hash, since a socket
-    a cell opens under its folder may have a path of at most 107 bytes."""
-    prefix = f"{SCRATCH_PREFIX}{zlib.crc32(socket.gethostname().encode()):08x}-"
-    for folder in Path(tempfile.gettempdir()).glob(f"{prefix}*"):
-        fields = folder.name[len(prefix):].split("-")  # mkdtemp's random part has no "-"
-        if len(fields) == 3 and fields[0].isdigit() and fields[1].isdigit() and not _running(*map(int, fields[:2])):
+    killed before its child armed the orphan watch leaves its folder behind, which the next cell or run
+    started on this host removes (`sweep_temp`). The host is a short hash, since a socket a cell opens
+    under its folder may have a path of at most 107 bytes."""
+    sweep_temp()
+    return tempfile.mkdtemp(prefix=f"{SCRATCH_PREFIX}{_owner()}-")
+
+
+def sweep_temp() -> None:
+    """Remove what killed processes of this host left in the temporary folder: the cells' folders whose
+    supervisor is gone, and the multiprocessing folders (pymp-*) whose owners, as their tags name them
+    (`_tag_temp_dir`), are all gone. An untagged folder (another program's) is never touched, nor one
+    of another host sharing the temporary folder (its pids mean nothing here), nor a live process's."""
+    temp, host = Path(tempfile.gettempdir()), f"{_host()}-"
+    for folder in temp.glob(f"{SCRATCH_PREFIX}{host}*"):
+        if _gone(folder.name[len(SCRATCH_PREFIX + host):]):
             shutil.rmtree(folder, ignore_errors=True)
+    for folder in temp.glob("pymp-*"):
+        tags = [tag.name[len(OWNER_PREFIX):] for tag in folder.glob(f"{OWNER_PREFIX}*")]
+        if tags and all(tag.startswith(host) and _gone(tag[len(host):]) for tag in tags):
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+def _host() -> str:
+    return f"{zlib.crc32(socket.gethostname().encode()):08x}"
+
+
+def _owner() -> str:
+    """This process, as the folders it owns name it: host, pid and start time."""
     me = psutil.Process()
-    return tempfile.mkdtemp(prefix=f"{prefix}{me.pid}-{_started(me)}-")
+    return f"{_host()}-{me.pid}-{_started(me)}"
+
+
+def _gone(owner: str) -> bool:
+    """Whether `owner`, "pid-start" (and a random part of mkdtemp's, without "-"), names a process no
+    longer running; a name in another form is never judged gone."""
+    fields = owner.split("-")
+    return 2 <= len(fields) <= 3 and all(f.isdigit() for f in fields[:2]) and not _running(*map(int, fields[:2]))
 
 
 def _started(process: psutil.Process) -> int:
@@ -293,8 +357,11 @@ def _started(process: psutil.Process) -> int:
 
 
 def _running(pid: int, started: int) -> bool:
+    """A zombie is not running: a killed driver stays one until its parent waits for it, which a shell
+    script busy with something else, or a parent that never waits, may not do for a long time."""
     try:
-        return _started(psutil.Process(pid)) == started
+        process = psutil.Process(pid)
+        return _started(process) == started and process.status() != psutil.STATUS_ZOMBIE
     except psutil.Error:
         return False
 

@@ -14,7 +14,15 @@ import sys
 
 from dpgym.registry import PLUGINS_ENV
 from dpgym.cell import load_split
-from dpgym.worker import WARM_DATASETS_ENV, worker_registry
+from dpgym.worker import PARENT_ENV, WARM_DATASETS_ENV, die_with_parent, worker_registry
+
+
+def _die_with_driver() -> None:
+    """Before the warm-up (seconds), so that a driver killed meanwhile takes the server with it. The
+    variable is dropped here: the cells forked from the server are not its helpers."""
+    parent = os.environ.pop(PARENT_ENV, "")
+    if parent.isdigit():
+        die_with_parent(int(parent))
 
 
 def _warm() -> None:
@@ -32,6 +40,7 @@ def _warm() -> None:
         pass
 
 
+_die_with_driver()
 _warm()
 # Everything preloaded is shared copy-on-write with every cell: keep the cycle collector from walking
 # (and so writing to, and copying) those pages in each child.

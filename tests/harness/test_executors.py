@@ -324,10 +324,10 @@ def test_workers_of_a_killed_driver_exit_with_their_helpers_and_temporary_files_
     helper = _started_helper(driver, helpers)
     pids = [p.pid for p in psutil.Process(driver.pid).children(recursive=True)] + [helper]
     assert list(temp.glob("dpgym-cell-*"))  # the cell's temporary folder, which must go with it
-    driver.send_signal(signal.SIGKILL)
-    driver.wait()
+    driver.send_signal(signal.SIGKILL)  # reaped only at the end: a zombie driver is as dead to its cells
     assert _wait_gone(pids, 10) == []
     assert list(temp.glob("dpgym-cell-*")) == []
+    driver.wait()
     assert _finished(out) == 0  # nothing written for the cell that was running
 
 
