@@ -187,6 +187,11 @@ def build_and_fit(cell: Cell, provided: Provided, dataset: DatasetSpec, result: 
     spec = provided.spec
     split: Split = timed(result, "load_seconds", "load", lambda: load_split(dataset.load))
     schema = dataset.schema()
+    if not schema.reviewed and spec.guarantee in (Guarantee.FORMAL, Guarantee.PURE):
+        result["method"]["guarantee"] = str(Guarantee.NOMINAL)
+        result["method"]["guarantee_reason"] = (
+            f"{spec.guarantee} by its ledger, but schema {schema.name!r} was drafted from the private rows and is not "
+            "reviewed: its bounds and categories were read without a DP mechanism")
     method = stage("build", lambda: spec.build(method_params(cell, spec, result)))
     train = split.train.copy()  # its own copy: it cannot alter what metrics see
     ledger = timed(result, "fit_seconds", "fit", lambda: method.fit(train, schema, cell.budget, result["seeds"]["fit"]))

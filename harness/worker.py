@@ -200,7 +200,7 @@ def start_forkserver(plugins: str, datasets: list[str], wait: bool = True) -> No
 
     ctx = _context()
     saved = {name: os.environ.get(name) for name in (WARM_DATASETS_ENV, PLUGINS_ENV, PARENT_ENV)}
-    os.environ.update({WARM_DATASETS_ENV: ",".join(datasets), PLUGINS_ENV: plugins})
+    os.environ.update({WARM_DATASETS_ENV: "\n".join(datasets), PLUGINS_ENV: plugins})  # names hold commas
     # The server dies with this process (die_with_parent) only if the main thread starts it: it would
     # die with any other thread, which may end first. A server started otherwise (by another thread,
     # or by a cell on a dask worker) stops as multiprocessing stops it, once no process holds its pipe.

@@ -11,6 +11,7 @@ import gc
 import importlib
 import os
 import sys
+import warnings
 
 from dpgym.registry import PLUGINS_ENV
 from dpgym.cell import load_split
@@ -28,7 +29,7 @@ def _die_with_driver() -> None:
 def _warm() -> None:
     try:
         registry = worker_registry(os.environ.get(PLUGINS_ENV, "").strip())
-        for name in filter(None, os.environ.get(WARM_DATASETS_ENV, "").split(",")):
+        for name in filter(None, os.environ.get(WARM_DATASETS_ENV, "").split("\n")):
             dataset = registry.dataset(name)
             split = load_split(dataset.load)
             # Validation's first call imports and initialises lazily loaded pandas/pyarrow code
@@ -41,7 +42,9 @@ def _warm() -> None:
 
 
 _die_with_driver()
-_warm()
+with warnings.catch_warnings():  # a dataset's warnings (an unreviewed schema) are its cells' to record
+    warnings.simplefilter("ignore")
+    _warm()
 # Everything preloaded is shared copy-on-write with every cell: keep the cycle collector from walking
 # (and so writing to, and copying) those pages in each child.
 gc.freeze()

@@ -13,6 +13,7 @@ import multiprocessing
 import os
 import threading
 import time
+import warnings
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -28,7 +29,8 @@ import pandas as pd
 
 from dpgym import learning
 from dpgym.threads import cpu_count
-from dpgym.leaderboard import ARROWS, Leaderboard, build_leaderboard, rank_groups
+from dpgym.inference import UnreviewedSchemaWarning
+from dpgym.leaderboard import ARROWS, UNDER_SPENT, Leaderboard, build_leaderboard, rank_groups
 from dpgym.registry import Registry
 from dpgym.report import figures
 from dpgym.schema import Schema
@@ -92,12 +94,31 @@ def ordered_metrics(metrics: list[str], families: dict[str, str]) -> list[str]:
     return sorted(metrics, key=lambda m: (order.get(families.get(m, ""), 2), metrics.index(m)))
 
 
+def notices(lb: Leaderboard, results: list[dict[str, Any]]) -> list[str]:
+    """What a reader must know before comparing rows, shown above the leaderboard: rows that spent
+    less than their budget, and cells whose guarantee the harness lowered to nominal, with why."""
+    out = []
+    short = lb.board[lb.board.under_spent]
+    if len(short):
+        rows = "; ".join(f"{r.generator} on {r.dataset} at ε = {_eps(r.epsilon)} spent {_num(r.eps_spent)}"
+                         for r in short.itertuples())
+        out.append(f"{len(short)} row(s) spent less than {UNDER_SPENT:.0%} of their ε, so they were not compared at the "
+                   f"budget they are listed under: {rows}.")
+    lowered: dict[str, set[str]] = {}
+    for r in results:
+        if r["method"].get("guarantee_reason"):
+            lowered.setdefault(r["method"]["guarantee_reason"], set()).add(f"{r['cell']['method']} on {r['cell']['dataset']}")
+    for reason, where in sorted(lowered.items()):
+        out.append(f"Nominal, not formal: {', '.join(sorted(where))}. {reason[0].upper()}{reason[1:]}.")
+    return out
+
+
 def overview_tables(lb: Leaderboard, families: dict[str, str]) -> list[dict[str, Any]]:
     """Per dataset: header and rows, the best of every column (per ε) marked."""
     board, metrics = lb.board, ordered_metrics(lb.metrics, families)
     tables = []
     for dataset, part in board.groupby("dataset", sort=True):
-        header = ["generator", "guarantee", "ε", "seeds", "failures"]
+        header = ["generator", "guarantee", "ε", "ε spent", "seeds", "failures"]
         header += [f"{m}\u00a0{ARROWS.get(lb.directions.get(m), '(direction undeclared)')}" for m in metrics]
         header += ["fit s", "sample s", "peak MB", "audit"]
         rows = []
@@ -106,6 +127,8 @@ def overview_tables(lb: Leaderboard, families: dict[str, str]) -> list[dict[str,
             same = part[part.epsilon == row.epsilon]
             cells = [Cell(row.generator, row.generator), Cell(row.guarantee, row.guarantee, f"g-{row.guarantee}"),
                      Cell(_eps(row.epsilon), row.epsilon if math.isfinite(row.epsilon) else 1e300),
+                     Cell(_num(row.eps_spent) + (" under-spent" if row.under_spent else ""),
+                          row.eps_spent if math.isfinite(row.eps_spent) else 1e300, "bad" if row.under_spent else ""),
                      Cell(str(row.n_seeds), row.n_seeds),
                      Cell(str(row.failures), row.failures, "bad" if row.failures else "", row.error)]
             for m in metrics:
@@ -298,7 +321,9 @@ def dataset_sections(run_dir: Path, lb: Leaderboard, results: list[dict[str, Any
             continue
         try:
             spec = registry.dataset(dataset)
-            real_rows[dataset] = RealRows(spec.load().train, spec.schema())
+            with warnings.catch_warnings():  # an unreviewed schema: said once before the run, and above
+                warnings.simplefilter("ignore", UnreviewedSchemaWarning)
+                real_rows[dataset] = RealRows(spec.load().train, spec.schema())
         except Exception as err:  # a dataset plugin's fault costs its figures, not the report
             section["note"] = f"Real rows unavailable, so no marginal or Kendall-τ figures: {type(err).__name__}: {err}"
         else:
@@ -454,6 +479,7 @@ def write_report(run_dir: Path, registry: Registry, out: Path | None = None, key
         "generated": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "counts": {s: sum(r["status"] == s for r in results) for s in sorted({r["status"] for r in results})},
         "n_cells": len(results),
+        "notices": notices(lb, results),
         "overview": overview_tables(lb, families),
         "metrics": [{"name": m, "direction": str(lb.directions.get(m, "undeclared"))}
                     for m in ordered_metrics(lb.metrics, families)],

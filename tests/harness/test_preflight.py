@@ -3,6 +3,9 @@ column or line at fault, exit code 2, and nothing written. A dry run checks the 
 
 from __future__ import annotations
 
+import json
+
+import pandas as pd
 import pytest
 
 from dpgym.cli import main
@@ -142,3 +145,20 @@ def test_a_valid_csv_passes_the_dry_run_and_then_runs(tmp_path, capsys):
     assert "1 to run" in capsys.readouterr().out and not (tmp_path / "out").exists()
     assert run(data, tmp_path / "out") == 0
     assert "1 ran ok, 0 already done, 0 failed, 0 unavailable" in capsys.readouterr().out
+
+
+def test_an_unreviewed_schema_makes_its_cells_nominal_and_warns_once(tmp_path, capsys):
+    """A draft schema's bounds and categories were read off the private rows: the cell runs, but is
+    labelled nominal with the reason, and the terminal says so once, not once per cell."""
+    draft = SCHEMA.replace('target = "label"', 'target = "label"\ninferred_from_data = true\nreviewed = false')
+    data = write_dataset(tmp_path, schema=draft)
+    code = main(["run", "--generators", "independent,uniform", "--datasets", f"csv:{data}", "--epsilons", "1,2",
+                 "--executor", "serial", "--no-progress", "--out", str(tmp_path / "out")])
+    err = capsys.readouterr().err
+    assert code == 0 and err.count("not reviewed") == 1, err
+    results = [json.loads(p.read_text()) for p in (tmp_path / "out" / "cells").glob("*/result.json")]
+    assert len(results) == 4 and {r["method"]["guarantee"] for r in results} == {"nominal"}
+    assert all("drafted from the private rows and is not reviewed" in r["method"]["guarantee_reason"] for r in results)
+    board = pd.read_csv(tmp_path / "out" / "leaderboard.csv")
+    assert set(board.guarantee) == {"nominal"}
+    assert "Nominal, not formal" in (tmp_path / "out" / "report.html").read_text()
