@@ -218,7 +218,7 @@ def check_ledger(ledger: Ledger, spec: Any, cell: Cell, result: dict[str, Any]) 
                                             "reaccounted": check.to_dict()})
     result["_ledger"] = ledger_json
     result["privacy"] = {"claimed_epsilon": ledger_json["epsilon"], "claimed_delta": ledger.delta,
-                         "reaccounted": check.to_dict()}
+                         "composition": ledger.composition, "reaccounted": check.to_dict()}
     if ledger.guarantee is not spec.guarantee:
         raise CellFailure("privacy", PrivacyViolation(
             f"{what} declares guarantee {spec.guarantee!s} but its ledger says {ledger.guarantee!s}"))

@@ -101,6 +101,16 @@ class LossReporter(Uniform):
             "l1_sensitivity": 1.0, "scale": 1.0 / budget.epsilon, "final_loss": final_loss}, "pure")])
 
 
+class MemberCounter(Uniform):
+    """Publishes the exact number of members among its training rows in its ledger entry."""
+
+    def fit(self, train: pd.DataFrame, schema: Schema, budget: Budget, seed: int) -> Ledger:
+        super().fit(train, schema, budget, seed)
+        members = int((train["member"] == "yes").sum()) if "member" in train else 0
+        return Ledger(Guarantee.PURE, [LedgerEntry("laplace", budget.epsilon, 0.0, {
+            "l1_sensitivity": 1.0, "scale": 1.0 / budget.epsilon, "members": members}, "pure")])
+
+
 class MissingWeights(Uniform):
     """Fails its fit with the exception datasets raise for a missing file."""
 
@@ -165,6 +175,7 @@ class FaultyGenerators:
                 _spec("seed_ignorer", SeedIgnorer, Guarantee.PURE), _spec("canceller", Canceller),
                 _spec("scale_forgetter", ScaleForgetter), _spec("short_sampler", ShortSampler, Guarantee.PURE),
                 _spec("missing_weights", MissingWeights), _spec("loss_reporter", LossReporter, Guarantee.PURE),
+                _spec("member_counter", MemberCounter, Guarantee.PURE),
                 _spec("wanderer", Wanderer, Guarantee.PURE), _spec("quitter", Quitter, Guarantee.PURE),
                 _spec("row_copier", RowCopier, capabilities=frozenset()),
                 _spec("lying_row_copier", RowCopier), _spec("gaussian_but_pure", GaussianButPure, Guarantee.PURE)]

@@ -69,9 +69,10 @@ class Accountant(ABC):
     def describe(self) -> str:
         """Library, version and settings, for the ledger."""
 
-    def bracket(self, eps_of: Callable[[float], float], phases: Sequence[Phase], target_epsilon: float,
-                delta: float) -> tuple[float, float]:
-        """Noise scales (lo, hi) with eps_of(lo) > target ≥ eps_of(hi), found by doubling from 1."""
+    def bracket(self, eps_of: Callable[[float], float], composed: Callable[[float], list[Phase]],
+                target_epsilon: float, delta: float) -> tuple[float, float]:
+        """Noise scales (lo, hi) with eps_of(lo) > target ≥ eps_of(hi), found by doubling from 1.
+        `composed(s)` is what eps_of(s) accounts: the phases at scale s, with any fixed mechanisms."""
         return _doubling_bracket(eps_of, target_epsilon)
 
 
@@ -193,17 +194,19 @@ class PRVAccountant(Accountant):
             return math.inf
         accountant = _OpacusPRV()
         accountant.history = [(p.noise_multiplier, p.sample_rate, p.steps) for p in live]
-        with warnings.catch_warnings():  # its domain bound uses an RDP grid and warns at the grid's edge
+        # Its domain bound uses an RDP grid and warns at the grid's edge; a plain Gaussian release
+        # (sample rate 1) takes log(1 − q) = −inf in its PRV, which it then handles.
+        with warnings.catch_warnings(), np.errstate(divide="ignore"):
             warnings.filterwarnings("ignore", message="Optimal order is the")
             return float(accountant.get_epsilon(delta, eps_error=self.eps_error, delta_error=self.delta_error))
 
-    def bracket(self, eps_of: Callable[[float], float], phases: Sequence[Phase], target_epsilon: float,
-                delta: float) -> tuple[float, float]:
+    def bracket(self, eps_of: Callable[[float], float], composed: Callable[[float], list[Phase]],
+                target_epsilon: float, delta: float) -> tuple[float, float]:
         """Start from the RDP calibration: RDP upper-bounds ε, so its noise scale is near-safe for PRV,
         and PRV's scale sits a few percent below it. A short RDP grid keeps this cheap (dropping
         orders can only raise the RDP ε, so it stays an upper bound)."""
         rdp = RDPAccountant(orders=[o for o in RDP_ORDERS if o <= 256])
-        rdp_of = lambda s: rdp.epsilon(_scaled(phases, s), delta)  # noqa: E731
+        rdp_of = lambda s: rdp.epsilon(composed(s), delta)  # noqa: E731
         try:
             hi = _search(rdp_of, target_epsilon, *_doubling_bracket(rdp_of, target_epsilon), 0.02 * target_epsilon)
         except UnreachableEpsilon:  # below RDP's floor log(1/δ)/(α_max − 1), ≈ 0.045 at δ = 1e-5
@@ -215,7 +218,7 @@ class PRVAccountant(Accountant):
             # Start doubling from the (closed-form, uncertified) GDP-CLT scale, close to PRV's at large
             # σ: a few PRV calls of seconds each instead of ~17 doublings from σ = 1
             gdp = GDPAccountant(poisson=True)
-            gdp_of = lambda s: gdp.epsilon(_scaled(phases, s), delta)  # noqa: E731
+            gdp_of = lambda s: gdp.epsilon(composed(s), delta)  # noqa: E731
             start = _search(gdp_of, target_epsilon, *_doubling_bracket(gdp_of, target_epsilon), 0.02 * target_epsilon)
             return _doubling_bracket(eps_of, target_epsilon, start)
         if eps_of(hi) > target_epsilon:  # PRV's own error bar can exceed RDP's slack
@@ -258,26 +261,36 @@ def calibrate(
     delta: float,
     phases: Sequence[Phase],
     tolerance: float | None = None,
+    fixed: Sequence[Phase] = (),
 ) -> list[Phase]:
     """Scale every phase's noise multiplier by one factor so the composed ε is at most the target.
 
     The phases' noise multipliers fix their ratio (use 1 for all to give every phase the same σ).
-    Returns the scaled phases; their composed ε lies in [target − tolerance, target]
+    `fixed` mechanisms are composed with them but keep their noise (a Gaussian release of noise
+    multiplier σ/Δ₂ is ``Phase(1.0, σ/Δ₂, 1)``): the phases get what the budget leaves, composed
+    jointly rather than by splitting ε. Returns the scaled phases; everything composed spends an ε
+    in [target − tolerance, target]
     (tolerance defaults to target/100 rather than Opacus's fixed 0.01, which exceeds small targets:
     docs/methods/expm-nf.md#dpsgd-baseline).
     """
     if not (target_epsilon > 0 and 0 < delta < 1):
         raise ValueError(f"need a finite target ε > 0 and 0 < δ < 1, got ({target_epsilon}, {delta})")
-    if any(p.noise_multiplier <= 0 for p in phases):
+    if any(p.noise_multiplier <= 0 for p in (*phases, *fixed)):
         raise ValueError("phase noise multipliers set the ratio between phases and must be positive")
     if all(p.is_free for p in phases):
         return list(phases)  # no private row is touched: any noise meets the target
+    if fixed and accountant.epsilon(fixed, delta) >= target_epsilon:
+        raise UnreachableEpsilon(f"ε = {target_epsilon:g} is unreachable: the fixed mechanisms alone spend "
+                                 f"{accountant.epsilon(fixed, delta):.4g}")
     tolerance = target_epsilon / 100 if tolerance is None else tolerance
     key = (type(accountant).__name__, repr(sorted(vars(accountant).items())), target_epsilon, delta, tuple(phases),
-           tolerance)
+           tolerance, tuple(fixed))
     if key not in _CALIBRATED:
-        eps_of = functools.cache(lambda s: accountant.epsilon(_scaled(phases, s), delta))
-        lo, hi = accountant.bracket(eps_of, phases, target_epsilon, delta)
+        def composed(scale: float) -> list[Phase]:
+            return [*_scaled(phases, scale), *fixed]
+
+        eps_of = functools.cache(lambda s: accountant.epsilon(composed(s), delta))
+        lo, hi = accountant.bracket(eps_of, composed, target_epsilon, delta)
         _CALIBRATED[key] = _scaled(phases, _search(eps_of, target_epsilon, lo, hi, tolerance))
     return list(_CALIBRATED[key])
 

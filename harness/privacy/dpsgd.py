@@ -378,7 +378,24 @@ class DPSGD:
         self.tolerance = tolerance
         self.seed = seed
         self.phases: list[PrivatePhase] = []
+        self.releases: list[LedgerEntry] = []
         self._calibrated = False
+
+    def add_release(self, entry: LedgerEntry) -> None:
+        """A Gaussian release on the same rows (noised class counts, say), of noise fixed by the
+        caller: recorded in the ledger and composed jointly with the phases, which are calibrated to
+        what the budget leaves. Joint composition spends the budget; splitting ε between the release
+        and the phases, then adding, leaves part of it unspent."""
+        if self._calibrated:
+            raise RuntimeError("noise is calibrated for the planned phases; add every release before training")
+        if entry.mechanism != "gaussian":
+            raise ValueError(f"DPSGD composes Gaussian releases only, got {entry.mechanism!r}")
+        self.releases.append(entry)
+
+    def _released(self) -> list[Phase]:
+        """The releases as the accountants take them: a Gaussian of noise multiplier σ/Δ₂ is the
+        subsampled Gaussian at sampling rate 1, one step."""
+        return [Phase(1.0, float(e.params["sigma"]) / float(e.params["l2_sensitivity"]), 1) for e in self.releases]
 
     def add_phase(self, name: str, networks: Networks, optimizers, *, n_rows: int, steps: int,
                   sample_rate: float | None = None, batch_size: float | None = None, clip_norm: float = 1.0,
@@ -403,7 +420,8 @@ class DPSGD:
             raise RuntimeError("no phases planned")
         if self.budget.is_private:
             sigmas = [p.noise_multiplier for p in calibrate(self.accountant, self.budget.epsilon, self.budget.delta,
-                                                             [ph.planned() for ph in self.phases], self.tolerance)]
+                                                             [ph.planned() for ph in self.phases], self.tolerance,
+                                                             fixed=self._released())]
         else:
             sigmas = [0.0] * len(self.phases)
         for phase, sigma in zip(self.phases, sigmas, strict=True):
@@ -411,16 +429,16 @@ class DPSGD:
         self._calibrated = True
 
     def epsilon(self) -> float:
-        """ε spent so far (steps actually taken), all phases composed."""
+        """ε spent so far (steps actually taken), all phases and releases composed."""
         self.calibrate()
-        return self.accountant.epsilon([p.accounted() for p in self.phases], self.budget.delta)
+        return self.accountant.epsilon([*self._released(), *(p.accounted() for p in self.phases)], self.budget.delta)
 
     def ledger(self) -> Ledger:
-        """One `subsampled_gaussian` entry per phase (its own ε at the budget's δ) and the composed
-        claim (`Ledger.claim`, composition = the accountant's name)."""
+        """The releases' entries, one `subsampled_gaussian` entry per phase (its own ε at the budget's
+        δ), and the composed claim (`Ledger.claim`, composition = the accountant's name)."""
         self.calibrate()
         delta = self.budget.delta
-        ledger = Ledger(Guarantee.FORMAL if self.accountant.certified else Guarantee.NOMINAL)
+        ledger = Ledger(Guarantee.FORMAL if self.accountant.certified else Guarantee.NOMINAL, list(self.releases))
         for phase in self.phases:
             ledger.record(LedgerEntry(
                 mechanism="subsampled_gaussian",

@@ -100,8 +100,15 @@ def notices(lb: Leaderboard, results: list[dict[str, Any]]) -> list[str]:
     out = []
     short = lb.board[lb.board.under_spent]
     if len(short):
-        rows = "; ".join(f"{r.generator} on {r.dataset} at ε = {_eps(r.epsilon)} spent {_num(r.eps_spent)}"
-                         for r in short.itertuples())
+        composition = {(r["cell"]["method"], r["cell"]["dataset"], float(r["cell"]["epsilon"])):
+                       r.get("privacy", {}).get("composition") for r in results}
+
+        def how(row: Any) -> str:
+            calibrated = composition.get((row.generator, row.dataset, float(row.epsilon)))
+            return f"noise calibrated with {calibrated}, " if calibrated and calibrated != "basic" else ""
+
+        rows = "; ".join(f"{r.generator} on {r.dataset} at ε = {_eps(r.epsilon)} ({how(r)}claims "
+                         f"{_num(r.claimed_epsilon_max)}, spends {_num(r.eps_spent)})" for r in short.itertuples())
         out.append(f"{len(short)} row(s) spent less than {UNDER_SPENT:.0%} of their ε, so they were not compared at the "
                    f"budget they are listed under: {rows}.")
     lowered: dict[str, set[str]] = {}

@@ -40,8 +40,14 @@ def test_catches_an_unknown_category():
 
 
 def test_catches_a_ledger_that_publishes_a_statistic_of_the_rows():
-    with pytest.raises(AssertionError, match="the ledger changes when one training row changes"):
+    with pytest.raises(AssertionError, match="the ledger changes with which training row changes"):
         run_check("loss_reporter", "ledger_does_not_depend_on_the_rows")
+
+
+def test_catches_a_ledger_that_publishes_a_count_only_a_removed_row_moves():
+    """The replaced row keeps its membership; removing a member rather than a non-member moves the count."""
+    with pytest.raises(AssertionError, match="the ledger changes with which training row is removed"):
+        run_check("member_counter", "ledger_does_not_depend_on_the_rows")
 
 
 def test_catches_a_generator_that_reads_rows_it_declares_it_does_not_read():

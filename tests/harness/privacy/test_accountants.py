@@ -121,6 +121,25 @@ def test_multi_phase_calibration_keeps_the_noise_ratio_and_meets_the_target():
     assert 0.99 <= RDPAccountant().epsilon(phases, 1e-5) <= 1.0
 
 
+@pytest.mark.parametrize("name", ["rdp", "prv"])
+def test_fixed_mechanisms_are_composed_jointly_and_the_phases_take_what_is_left(name):
+    """A Gaussian release of noise multiplier 20 beside 500 DP-SGD steps: the steps are calibrated so
+    that all of it together spends the target, more noise than alone, less than splitting ε."""
+    accountant = make_accountant(name)
+    release = [Phase(1.0, 20.0, 1)]
+    alone = calibrate(accountant, 1.0, 1e-5, [Phase(0.01, 1.0, 500)])[0].noise_multiplier
+    (joint,) = calibrate(accountant, 1.0, 1e-5, [Phase(0.01, 1.0, 500)], fixed=release)
+    assert release == [Phase(1.0, 20.0, 1)]  # the fixed mechanism keeps its noise
+    assert 0.99 <= accountant.epsilon([joint, *release], 1e-5) <= 1.0
+    split = calibrate(accountant, 1.0 - accountant.epsilon(release, 1e-5), 1e-5, [Phase(0.01, 1.0, 500)])[0]
+    assert alone < joint.noise_multiplier < split.noise_multiplier
+
+
+def test_fixed_mechanisms_spending_the_target_alone_are_refused():
+    with pytest.raises(ValueError, match="the fixed mechanisms alone spend"):
+        calibrate(RDPAccountant(), 0.1, 1e-5, [Phase(0.01, 1.0, 500)], fixed=[Phase(1.0, 1.0, 1)])
+
+
 def test_free_phases_cost_nothing():
     free = [Phase(0.0, 1.0, 100), Phase(0.1, 1.0, 0)]
     for name in ["rdp", "gdp", "prv"]:

@@ -214,11 +214,14 @@ def test_notices_name_under_spent_rows_and_cells_lowered_to_nominal(tmp_path):
 
     rows = [result("tight", s, {"auroc": 0.8}, spent=0.99) for s in (0, 1)]
     rows += [result("wasteful", s, {"auroc": 0.7}, spent=0.45) for s in (0, 1)]
+    for r in rows[2:]:
+        r["privacy"]["composition"] = "rdp"
     for r in rows[:2]:
         r["generator"].update(guarantee="nominal",
                               guarantee_reason="formal by its ledger, but schema 'people' was drafted from the private rows")
     run = write_run(tmp_path, rows)
     said = notices(build_leaderboard(run, {}), RunStore(run).results())
-    assert said[0].startswith("1 row(s) spent less than 90% of their ε") and "wasteful on adult at ε = 1 spent 0.45" in said[0]
+    assert said[0].startswith("1 row(s) spent less than 90% of their ε")
+    assert "wasteful on adult at ε = 1 (noise calibrated with rdp, claims 1.000, spends 0.450)" in said[0]
     assert said[1] == ("Nominal, not formal: tight on adult. Formal by its ledger, but schema 'people' was drafted "
                        "from the private rows.")

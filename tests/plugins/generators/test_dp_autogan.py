@@ -65,7 +65,8 @@ def test_joint_rdp_composition_beats_summing_the_phases():
 @pytest.mark.slow
 @pytest.mark.parametrize(("budget", "claimed"), [(0.36, 0.3503), (0.51, 0.5084), (1.01, 1.0062)])
 def test_published_mode_plans_exactly_the_published_multipliers(budget, claimed):
-    gen = SPEC.build({"noise": "published"})
+    """With the paper's accountant (as the paper-dp-auto-gan suite runs it), the paper's ε."""
+    gen = SPEC.build({"noise": "published", "accountant": "rdp"})
     setting = min(PRESETS["adult"].settings, key=lambda s: abs(s.epsilon - budget))
     dp, *_ = plan(gen, Budget(budget, 1e-5), ADULT_ROWS)
     assert [p.noise_multiplier for p in dp.phases] == [pytest.approx(setting.ae_noise, rel=1e-5),
@@ -116,15 +117,16 @@ def fits(adult_rows, adult_schema):
 @pytest.mark.slow
 def test_private_fit_ledger_records_both_phases_as_run(fits):
     gen, ledger = fits["a"]
-    assert ledger.guarantee is Guarantee.FORMAL and ledger.composition == "rdp"
+    assert ledger.guarantee is Guarantee.FORMAL and ledger.composition == "prv"
     ae, disc = ledger.entries
     assert (ae.params["steps"], disc.params["steps"]) == (12, 9)
     assert ae.params["sample_rate"] == pytest.approx(64 / 1500)
     assert (ae.params["clip_norm"], disc.params["clip_norm"]) == (0.012, 0.022)
     assert ae.params["clipping"] == disc.params["clipping"] == "flat"
     assert ae.params["sampling"] == "poisson"
-    assert 0 < ledger.epsilon <= 1.0
-    assert reaccount(ledger, Budget(1.0, 1e-5)).verdict == "ok"
+    assert 0.97 <= ledger.epsilon <= 1.0
+    check = reaccount(ledger, Budget(1.0, 1e-5))
+    assert check.verdict == "ok" and check.epsilon >= 0.97  # the default PRV calibration spends the budget
 
 
 def test_generator_steps_interleave_without_leaking_gradient_into_the_critic(fits):

@@ -33,13 +33,15 @@ def test_discriminator_is_accounted_over_the_true_number_of_rows(adult_rows, adu
 
 
 def test_ledger_spends_the_budget_and_reaccounts(adult_rows, adult_schema):
+    """The class counts carry the noise of a (0.05 ε, 0.05 δ) release; composed jointly with DP-SGD,
+    whose noise takes what is left, the cell spends its whole budget (adding them up spent 93%)."""
     budget = Budget(1.0, 1e-5)
     _, ledger = fitted(adult_rows, adult_schema, budget)
-    assert ledger.guarantee is Guarantee.FORMAL
-    assert ledger.epsilon <= 1.0 + 1e-9 and ledger.delta <= 1e-5 * (1 + 1e-9)
-    assert sum(e.epsilon for e in ledger.entries) == pytest.approx(ledger.epsilon)
-    assert ledger.entries[0].epsilon == pytest.approx(0.05)  # label_share of ε for the class counts
-    assert reaccount(ledger, budget).verdict == "ok"
+    assert ledger.guarantee is Guarantee.FORMAL and ledger.composition == "prv"
+    assert 0.99 <= ledger.epsilon <= 1.0 and ledger.delta == 1e-5
+    assert ledger.entries[0].epsilon == pytest.approx(0.05)  # label_share of ε for the class counts, alone
+    check = reaccount(ledger, budget)
+    assert check.verdict == "ok" and check.epsilon >= 0.97
 
 
 def test_generator_step_leaves_the_discriminator_alone(adult_rows, adult_schema, monkeypatch):

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dpgym import Budget, Column, ColumnKind, Guarantee, Schema
+from dpgym import Budget, Column, ColumnKind, Guarantee, Schema, gaussian_epsilon
 from dpgym.privacy.reaccount import reaccount
 from dpgym.plugins.generators.dp_mog import (
     SPEC,
@@ -51,7 +51,7 @@ def test_one_row_moves_each_released_statistic_by_at_most_one(seed, dim, k):
     assert np.linalg.norm(_upper(full.second) - _upper(less.second)) <= 1 + 1e-12
 
 
-@pytest.mark.parametrize("accountant", ["rdp", "zcdp"])
+@pytest.mark.parametrize("accountant", ["exact", "rdp", "zcdp"])
 @pytest.mark.parametrize("epsilon", [0.5, 4.0])
 def test_calibrated_noise_spends_the_budget_and_no_more(accountant, epsilon):
     z = calibrate_noise(epsilon, 1e-5, 30, accountant)
@@ -67,13 +67,21 @@ def test_ledger_has_one_gaussian_entry_per_release_and_reaccounts_within_the_cla
     gen = SPEC.build({"iterations": 4})
     budget = Budget(1.0, 1e-5)
     ledger = gen.fit(blobs(2000), SCHEMA, budget, seed=0)
-    assert ledger.guarantee is Guarantee.FORMAL and ledger.composition == "rdp"
+    assert ledger.guarantee is Guarantee.FORMAL and ledger.composition == "gdp"
     assert len(ledger.entries) == 3 * 4
     assert {e.mechanism for e in ledger.entries} == {"gaussian"}
     assert all(e.params["l2_sensitivity"] == 1.0 and e.params["sigma"] == gen.noise_multiplier_ for e in ledger.entries)
     check = reaccount(ledger, budget)
     assert check.verdict == "ok"
-    assert check.epsilon <= ledger.epsilon <= budget.epsilon
+    assert check.epsilon == pytest.approx(budget.epsilon, rel=1e-9)  # exact composition: the whole budget
+    assert ledger.epsilon <= budget.epsilon
+
+
+@pytest.mark.parametrize(("accountant", "spent"), [("exact", 1.0), ("rdp", 0.915), ("zcdp", 0.741)])
+def test_exact_composition_spends_the_budget_the_paper_accountants_a_share(accountant, spent):
+    """Thirty releases calibrated to ε = 1: the harness's exact re-accounting of each claim."""
+    z = calibrate_noise(1.0, 1e-5, 30, accountant)
+    assert gaussian_epsilon(1e-5, z / math.sqrt(30)) == pytest.approx(spent, abs=5e-4)
 
 
 def test_non_private_em_finds_well_separated_components():
