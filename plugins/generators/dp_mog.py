@@ -23,6 +23,16 @@ Gaussian of noise multiplier z/√(3J) (μ-GDP: Dong, Roth & Su 2019, Cor. 2), w
 harness re-accounts them, so a cell spends its whole ε. The paper's curves are the options:
 the moments accountant (`"rdp"`: RDP of the Gaussian, α/(2z²) per release, summed per order;
 DP-MoG (MA)) and zCDP (`"zcdp"`: ρ = 3J/(2z²); DP-MoG (zCDP)), which spend 92% and 74% of ε = 1.
+
+Defaults and where they come from ("tuned on" marks a value chosen from rows that a suite scores):
+- components 3, iterations 10: the DP-NF paper's DP-MoG on Life Science (K = 3 "as per the original work",
+  J = 10; docs/methods/dp-nf.md#dp-mog-baseline).
+- eigen_floor 1e-3, initial_variance 1.0 (Σ_k = I): the baseline's code. The paper-dp-nf-2d suite overrides
+  initial_variance with 0.01, tuned on 8 Gaussians (one non-private run scored by test log-likelihood,
+  docs/measurements.md); that is a suite setting, not this default.
+- scaling "ball": derived from the public schema (the sensitivities need ‖u‖₂ ≤ 1).
+- accountant "exact": harness convention, the tightest composition the harness re-accounts
+  (docs/privacy.md#fair-budgets).
 """
 
 from __future__ import annotations

@@ -23,6 +23,16 @@ Encoder and decoder are clipped together (flat clipping) and noised; the noise m
 calibrated to the budget with the PRV accountant by default, the tightest the harness re-accounts,
 or with DP-auto-GAN's RDP accountant and classic conversion (`accountant="rdp"`, the paper's, which
 spends a fraction of the budget it claims).
+
+Defaults and where they come from ("tuned on" marks a value chosen from rows that a suite scores):
+- architecture "autogan": dpgym's own baseline shape (above); the paper's DP-VAE is ``sap``.
+- latent_dim 15, steps 10,000, batch_size 64, optimizer "adam", lr 0.005: DP-auto-GAN's ADULT phase 1, the
+  paper's App. E.1 (docs/methods/dp-auto-gan.md#hyper-parameters).
+- clip_norm 0.012: DP-auto-GAN's C1 (App. E.1), on the argument that the ELBO/n gradients are of the same order
+  as its autoencoder's; no measurement of them is recorded.
+- noise "calibrate", accountant "prv": harness convention, the tightest composition the harness re-accounts
+  (docs/privacy.md#fair-budgets). decoding "argmax": the DP-auto-GAN authors' code
+  (docs/methods/dp-auto-gan.md#encoding). device "auto": set by the harness.
 """
 
 from __future__ import annotations

@@ -9,6 +9,13 @@ All d histograms (d columns) are released at once. Under add/remove-one-row adja
 changes one count in each histogram by 1, so the joint release has L1 sensitivity d and L2
 sensitivity √d; the Gaussian mechanism (analytic calibration, Balle & Wang 2018) or the Laplace
 mechanism adds the same noise to every count, which splits the budget evenly across columns.
+
+Defaults and where they come from ("tuned on" marks a value chosen from rows that a suite scores):
+- mechanism "gaussian": the analytic Gaussian, calibrated exactly to (ε, δ) (docs/privacy.md#fair-budgets); why
+  it rather than Laplace: not recorded beyond the sensitivities above (√d against d).
+- numeric_bins 32: not recorded.
+- given_target True: a design choice, not a tuned one: the synthetic rows keep every feature–label marginal, so
+  a classifier can learn from them (above).
 """
 
 from __future__ import annotations

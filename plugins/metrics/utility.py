@@ -127,12 +127,10 @@ def encode_features(frame: pd.DataFrame, columns: Iterable[Column]) -> np.ndarra
 
 
 def target_codes(frame: pd.DataFrame, schema: Schema) -> np.ndarray:
-    """The target as schema category codes (-1 where missing)."""
+    """The target as schema category codes (-1 where missing); a schema's target is discrete."""
     col = schema.target_column
     if col is None:
         raise ValueError(f"utility needs a target column, and schema {schema.name!r} names none")
-    if col.is_numeric:
-        raise ValueError(f"utility trains classifiers, but target {col.name!r} is {col.kind}, not discrete")
     return frame[col.name].astype(col.dtype).cat.codes.to_numpy()
 
 

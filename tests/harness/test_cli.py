@@ -96,5 +96,5 @@ def test_adhoc_run_with_override_completes_and_writes_a_leaderboard(tmp_path):
     assert out.returncode == 0, out.stderr
     assert "4 cells: 4 ran ok" in out.stdout
     board = (tmp_path / "leaderboard.csv").read_text().splitlines()
-    assert board[0].startswith("generator,dataset,epsilon,delta,n_seeds,failures,fit_seconds_mean")
+    assert board[0].startswith("generator,dataset,epsilon,delta,eps_spent,under_spent,n_seeds,failures,fit_seconds_mean")
     assert len(board) == 5

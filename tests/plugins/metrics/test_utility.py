@@ -168,14 +168,6 @@ def test_large_synthetic_sets_train_on_a_seeded_subsample(real_split, monkeypatc
     assert utility.evaluate(context(train, test, seed=5)).values == first.values
 
 
-def test_numeric_target_is_refused():
-    schema = Schema("reg", columns=(Column("x", ColumnKind.CONTINUOUS, min=0.0, max=1.0),
-                                    Column("y", ColumnKind.CONTINUOUS, min=0.0, max=1.0)), target="y")
-    frame = pd.DataFrame({"x": [0.1, 0.2], "y": [0.3, 0.4]})
-    with pytest.raises(ValueError, match="not discrete"):
-        utility.evaluate(context(frame, frame, schema=schema))
-
-
 def test_plugin_hook_provides_the_utility_spec_with_higher_is_better():
     manager = pluggy.PluginManager(hookspecs.PROJECT)
     manager.add_hookspecs(hookspecs)
