@@ -226,26 +226,10 @@ class PRVAccountant(Accountant):
             while eps_of(hi) > target_epsilon:
                 lo, hi = hi, hi * 1.1
             return lo, hi
-        # One step along RDP's slope of log ε against log σ, aimed just inside the target: PRV's curve
-        # runs nearly parallel to RDP's, a few percent lower, so the step usually lands where the
-        # search stops, and the search, which tries hi first, makes no further PRV call (each costs
-        # about a second for multi-phase ledgers). A step that misses only costs the call it made.
-        aim = target_epsilon * (1 - GUESS_MARGIN)
-
-        def step(scale: float, slope: float) -> float:
-            return scale * math.exp(math.log(aim / eps_of(scale)) / slope)
-
-        slope = math.log(rdp_of(hi) / rdp_of(hi * 0.97)) / math.log(1 / 0.97)
-        if not slope < 0:
-            return hi * 0.85, hi  # the search moves lo down until it overspends
-        guess = step(hi, slope)
-        if eps_of(guess) > target_epsilon:
-            return guess, hi
-        if guess == hi or eps_of(guess) == eps_of(hi):
-            return hi * 0.85, hi
-        # short of the target: PRV's own slope, through its two points, for the next step (the search
-        # tries it as lo, and takes it as the answer if it lands inside the tolerance)
-        return step(guess, math.log(eps_of(guess) / eps_of(hi)) / math.log(guess / hi)), guess
+        lo = hi * 0.85
+        while eps_of(lo) <= target_epsilon:
+            lo, hi = lo * 0.85, lo
+        return lo, hi
 
     def describe(self) -> str:
         return f"opacus {OPACUS_VERSION} prv (eps_upper, eps_error={self.eps_error:g})"
@@ -325,7 +309,6 @@ def _scaled(phases: Sequence[Phase], scale: float) -> list[Phase]:
 
 
 MAX_SCALE = 1e6
-GUESS_MARGIN = 0.005  # PRV's first guesses aim this far below the target: the middle of calibration's 1% window
 
 
 class UnreachableEpsilon(ValueError):
@@ -347,25 +330,15 @@ def _doubling_bracket(eps_of: Callable[[float], float], target: float, start: fl
 
 def _search(eps_of: Callable[[float], float], target: float, lo: float, hi: float, tolerance: float) -> float:
     """Bracketed root search of log ε against log σ (Illinois variant of regula falsi): few accountant
-    calls. Needs ε(hi) ≤ target; lo may be a guess, moved down until ε(lo) > target. Returns hi once
-    ε(hi) ≥ target − tolerance, so the answer never overspends.
+    calls. Invariant: ε(lo) > target ≥ ε(hi). Returns hi once ε(hi) ≥ target − tolerance, so the answer
+    never overspends.
     """
-    aim = target - tolerance / 2  # interpolate towards the middle of the accepted window, not its edge
-
     def f(s: float) -> tuple[float, float]:
         eps = eps_of(s)
-        return eps, (math.log(eps / aim) if eps > 0 else -math.inf)
+        return eps, (math.log(eps / target) if eps > 0 else -math.inf)
 
+    _, g_lo = f(lo)
     eps_hi, g_hi = f(hi)
-    if eps_hi >= target - tolerance:  # hi spends the target already: lo need not be evaluated
-        return hi
-    eps_lo, g_lo = f(lo)
-    while eps_lo <= target:  # a guessed lo that does not overspend is a better hi: move down
-        hi, eps_hi, g_hi = lo, eps_lo, g_lo
-        if eps_hi >= target - tolerance:
-            return hi
-        lo *= 0.9
-        eps_lo, g_lo = f(lo)
     last = 0  # which end moved last; Illinois halves the stale end's value to avoid stalling
     for _ in range(200):
         if eps_hi >= target - tolerance or hi / lo - 1 < 1e-9:
