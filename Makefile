@@ -9,8 +9,6 @@ setup:
 
 benchmark: setup
 	.venv/bin/dpgym run --suite $(SUITE) --out $(OUT)
-	@echo "leaderboard: $(OUT)/leaderboard.md"
-	@echo "report:      $(OUT)/report.html"
 
 # The tests run on TEST_WORKERS processes (pytest-xdist), a whole test file to one worker, so that
 # a file's module-scoped fixtures (the smoke run, fitted models) are built once.
