@@ -9,29 +9,9 @@ import pandas as pd
 import pytest
 
 from dpgym.cli import main
+from tests.plugins.datasets.test_user_csv_dataset import SCHEMA, people
 
-SCHEMA = """\
-name = "people"
-target = "label"
-
-[[columns]]
-name = "age"
-kind = "integer"
-min = 0
-max = 120
-
-[[columns]]
-name = "colour"
-kind = "categorical"
-categories = ["red", "blue"]
-
-[[columns]]
-name = "label"
-kind = "binary"
-categories = ["yes", "no"]
-"""
-ROWS = "".join(f"{20 + i},{('red', 'blue')[i % 2]},{('yes', 'no')[i % 5 < 2]}\n" for i in range(60))
-CSV = "age,colour,label\n" + ROWS
+CSV = people(60).to_csv(index=False)
 
 
 def write_dataset(folder, rows: str | bytes = CSV, schema: str = SCHEMA, name: str = "people"):
@@ -62,15 +42,16 @@ def refused(capsys, code: int, *named: str) -> str:
 
 MALFORMED_SCHEMAS = {
     "misspelt key": (SCHEMA.replace("target =", "targte ="), "unknown keys ['targte']"),
-    "categories as a string": (SCHEMA.replace('["red", "blue"]', '"abc"'), "column 'colour': 'categories' must be a list"),
+    "categories as a string": (SCHEMA.replace('["red", "green", "blue"]', '"abc"'),
+                               "column 'colour': 'categories' must be a list"),
     "nullable as a string": (SCHEMA.replace('kind = "binary"', 'kind = "binary"\nnullable = "no"'),
-                             "column 'label': 'nullable' must be true or false, got 'no'"),
-    "a boolean bound": (SCHEMA.replace("min = 0", "min = true"), "column 'age': 'min' must be a number, got True"),
-    "reviewed as a string": (SCHEMA.replace('target = "label"', 'target = "label"\nreviewed = "false"'),
+                             "column 'smoker': 'nullable' must be true or false, got 'no'"),
+    "a boolean bound": (SCHEMA.replace("min = 0\n", "min = true\n"), "column 'age': 'min' must be a number, got True"),
+    "reviewed as a string": (SCHEMA.replace('target = "smoker"', 'target = "smoker"\nreviewed = "false"'),
                              "'reviewed' must be true or false, got 'false'"),
-    "a one-category target": (SCHEMA.replace('kind = "binary"\ncategories = ["yes", "no"]',
-                                             'kind = "categorical"\ncategories = ["yes"]'),
-                              "target 'label' must be a discrete column with two or more categories"),
+    "a one-category target": (SCHEMA.replace('kind = "binary"\ncategories = ["no", "yes"]',
+                                             'kind = "categorical"\ncategories = ["no"]'),
+                              "target 'smoker' must be a discrete column with two or more categories"),
 }
 
 
@@ -84,9 +65,9 @@ def test_a_malformed_schema_file_stops_the_run_naming_the_file_and_key(tmp_path,
 
 
 UNREADABLE = {
-    "latin-1 text": ("age,colour,label\n30,r\xe9d,yes\n".encode("latin-1"), "not UTF-8 text (line 2: byte 0xe9"),
+    "latin-1 text": ("age,colour,height,smoker\n30,r\xe9d,1.5,yes\n".encode("latin-1"), "not UTF-8 text (line 2: byte 0xe9"),
     "binary bytes": (bytes(range(128, 256)) * 8, "not UTF-8 text (line 1"),
-    "a ragged row": (CSV + "40,red,no,extra\n", "line 62 has 4 fields where the header has 3"),
+    "a ragged row": (CSV + "40,red,1.5,no,extra\n", "line 62 has 5 fields where the header has 4"),
     "an empty file": ("", "the file is empty"),
 }
 
@@ -110,16 +91,16 @@ def test_a_mistyped_path_or_a_folder_is_refused_naming_the_path(tmp_path, capsys
 
 
 def test_rows_breaking_the_schema_stop_the_run_naming_column_and_rows(tmp_path, capsys):
-    data = write_dataset(tmp_path, rows=CSV.replace("\n22,red,", "\n220,red,").replace("\n23,blue,", "\n23,green,"))
+    data = write_dataset(tmp_path, rows=CSV.replace("\n22,blue,", "\n220,blue,").replace("\n23,red,", "\n23,purple,"))
     refused(capsys, run(data, tmp_path / "out"), "people.csv", "column 'age': values outside the public bounds",
-            "first: 3='220'", "column 'colour': unknown categories", "4='green'")
+            "first: 3='220'", "column 'colour': unknown categories", "4='purple'")
     assert not (tmp_path / "out").exists()
 
 
 @pytest.mark.parametrize("dry_run", [False, True], ids=["run", "dry-run"])
 def test_a_target_with_one_class_in_the_rows_is_refused(tmp_path, capsys, dry_run):
     data = write_dataset(tmp_path, rows=CSV.replace(",no\n", ",yes\n"))
-    refused(capsys, run(data, tmp_path / "out", dry_run=dry_run), "csv:", "people.csv", "target column 'label'",
+    refused(capsys, run(data, tmp_path / "out", dry_run=dry_run), "csv:", "people.csv", "target column 'smoker'",
             "only 'yes' in the training rows")
 
 
@@ -150,7 +131,7 @@ def test_a_valid_csv_passes_the_dry_run_and_then_runs(tmp_path, capsys):
 def test_an_unreviewed_schema_makes_its_cells_nominal_and_warns_once(tmp_path, capsys):
     """A draft schema's bounds and categories were read off the private rows: the cell runs, but is
     labelled nominal with the reason, and the terminal says so once, not once per cell."""
-    draft = SCHEMA.replace('target = "label"', 'target = "label"\ninferred_from_data = true\nreviewed = false')
+    draft = SCHEMA.replace('target = "smoker"', 'target = "smoker"\ninferred_from_data = true\nreviewed = false')
     data = write_dataset(tmp_path, schema=draft)
     code = main(["run", "--generators", "independent,uniform", "--datasets", f"csv:{data}", "--epsilons", "1,2",
                  "--executor", "serial", "--no-progress", "--out", str(tmp_path / "out")])
