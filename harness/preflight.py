@@ -35,11 +35,11 @@ def check_out(out: Path) -> None:
     if out.exists():
         if not out.is_dir():
             raise InputError(f"--out {out}: is a file, not a directory; name a new or an earlier run directory")
-        for inner in ("cells", "run.json"):
-            path = out / inner
-            if path.exists() and path.is_dir() is (inner == "run.json"):
-                raise InputError(f"--out {out}: {path} is a {'directory' if path.is_dir() else 'file'}, so this is "
-                                 "not a run directory; name a new directory")
+        cells, manifest = out / "cells", out / "run.json"
+        misplaced = cells if cells.exists() and not cells.is_dir() else manifest if manifest.is_dir() else None
+        if misplaced is not None:
+            raise InputError(f"--out {out}: {misplaced} is a {'directory' if misplaced.is_dir() else 'file'}, so this "
+                             "is not a run directory; name a new directory")
         if not os.access(out, os.W_OK | os.X_OK):
             raise InputError(f"--out {out}: cannot write into it (permission denied)")
         return
