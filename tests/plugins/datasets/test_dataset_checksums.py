@@ -5,12 +5,13 @@ from __future__ import annotations
 import pytest
 
 from dpgym.datafiles import REPO_DATA, DatasetUnavailable, data_root, verified
-from dpgym.plugins.datasets import adult, census, intrusion, lifesci
+from dpgym.plugins.datasets import adult, census, intrusion, lifesci, randhie
 
 FILES = {
     "census": (census.load, census.FILES),
     "intrusion": (intrusion.load23, {intrusion.DATA: intrusion.SHA256}),
     "lifesci": (lambda: lifesci.load_fold(1), lifesci.FILES),
+    "randhie": (randhie.read, {randhie.DATA: randhie.SHA256}),
 }
 
 
