@@ -1,10 +1,10 @@
 """dpgym: a benchmark harness for differentially private synthetic tabular data.
 
 This module is the whole public API a plugin needs; everything else under `dpgym` is internal and
-may change without notice. The contract (specs, hooks, schema, budget, ledger) is imported at once;
-the tools that pull in heavier packages (torch and Opacus for DP-SGD and the accountants, scipy for
-the audit helpers) load on first use, so `import dpgym` stays cheap for the CLI and for plugins
-that need none of them. The first-party plugins live in `dpgym.plugins` and use only this API.
+may change without notice. Only the hooks, budgets and ledgers are imported at once; every other
+name loads its module on first use (the specs and schema pull in pandas, DP-SGD torch and Opacus,
+the accountants scipy and prv-accountant), so `import dpgym` costs milliseconds and `dpgym --help`
+answers at once. The first-party plugins live in `dpgym.plugins` and use only this API.
 """
 
 from __future__ import annotations
@@ -13,43 +13,20 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from dpgym.hookspecs import DPGYM_API_VERSION, hookimpl
-from dpgym.privacy import (
-    Budget,
-    Guarantee,
-    Ledger,
-    LedgerEntry,
-    PrivacyViolation,
-    Reaccounting,
-    calibrate_gaussian,
-    gaussian_epsilon,
-    reaccount,
-)
-from dpgym.schema import Column, ColumnKind, Schema, SchemaError
-from dpgym.specs import (
-    AuditedLearner,
-    Capability,
-    CellInfo,
-    CellResult,
-    DatasetSpec,
-    DensityModel,
-    Direction,
-    Generator,
-    GeneratorSpec,
-    Learner,
-    LearnerSpec,
-    MetricContext,
-    MetricResult,
-    MetricSpec,
-    Model,
-    SpecError,
-    SpecLookup,
-    Split,
-)
+from dpgym.privacy import Budget, Guarantee, Ledger, LedgerEntry, PrivacyViolation
 
 __version__ = "0.1.0"
 
 # Public names whose modules load on first use: name -> module.
 _LAZY = {
+    # the contract's data types (pandas): schemas and the plugin specs
+    **dict.fromkeys(["Column", "ColumnKind", "Schema", "SchemaError"], "dpgym.schema"),
+    **dict.fromkeys(["AuditedLearner", "Capability", "CellInfo", "CellResult", "DatasetSpec", "DensityModel",
+                     "Direction", "Generator", "GeneratorSpec", "Learner", "LearnerSpec", "MetricContext",
+                     "MetricResult", "MetricSpec", "Model", "SpecError", "SpecLookup", "Split"], "dpgym.specs"),
+    # calibration of one Gaussian release, and the independent re-accounting (scipy, prv-accountant)
+    "calibrate_gaussian": "dpgym.privacy.mechanisms", "gaussian_epsilon": "dpgym.privacy.mechanisms",
+    "Reaccounting": "dpgym.privacy.reaccount", "reaccount": "dpgym.privacy.reaccount",
     # DP-SGD (torch, Opacus): the engine, and per-layer gradient rules for layers Opacus lacks
     "DPSGD": "dpgym.privacy.dpsgd", "PrivatePhase": "dpgym.privacy.dpsgd",
     "LayerGrad": "dpgym.privacy.clipping", "OuterProductGrad": "dpgym.privacy.clipping",
@@ -80,14 +57,7 @@ _LAZY = {
     "cell_threads": "dpgym.threads",
 }
 
-__all__ = [
-    "DPGYM_API_VERSION", "AuditedLearner", "Budget", "Capability", "CellInfo", "CellResult", "Column", "ColumnKind",
-    "DatasetSpec", "DensityModel", "Direction", "Generator", "GeneratorSpec", "Guarantee", "Learner", "LearnerSpec",
-    "Ledger", "LedgerEntry", "MetricContext", "MetricResult", "MetricSpec", "Model", "PrivacyViolation", "Schema",
-    "Reaccounting", "SchemaError", "SpecError", "SpecLookup", "Split", "calibrate_gaussian", "gaussian_epsilon",
-    "hookimpl", "reaccount",
-    *_LAZY,
-]
+__all__ = ["DPGYM_API_VERSION", "Budget", "Guarantee", "Ledger", "LedgerEntry", "PrivacyViolation", "hookimpl", *_LAZY]
 
 
 def __getattr__(name: str) -> Any:
@@ -103,6 +73,29 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:
+    from dpgym.privacy.mechanisms import calibrate_gaussian, gaussian_epsilon
+    from dpgym.privacy.reaccount import Reaccounting, reaccount
+    from dpgym.schema import Column, ColumnKind, Schema, SchemaError
+    from dpgym.specs import (
+        AuditedLearner,
+        Capability,
+        CellInfo,
+        CellResult,
+        DatasetSpec,
+        DensityModel,
+        Direction,
+        Generator,
+        GeneratorSpec,
+        Learner,
+        LearnerSpec,
+        MetricContext,
+        MetricResult,
+        MetricSpec,
+        Model,
+        SpecError,
+        SpecLookup,
+        Split,
+    )
     from dpgym.audit import Finding, clopper_pearson
     from dpgym.datafiles import (
         REPO_DATA,

@@ -9,7 +9,8 @@ import re
 import pytest
 
 from dpgym.check import compare, load_baseline, same_ledger, summarise, write_baseline
-from dpgym.cli import main, metric_directions
+from dpgym.cli import main
+from dpgym.commands import metric_directions
 from dpgym.registry import Registry
 from dpgym.runner import run_suite
 from dpgym.store import RunStore

@@ -98,3 +98,13 @@ def test_adhoc_run_with_override_completes_and_writes_a_leaderboard(tmp_path):
     board = (tmp_path / "leaderboard.csv").read_text().splitlines()
     assert board[0].startswith("generator,dataset,epsilon,delta,eps_spent,under_spent,n_seeds,failures,fit_seconds_mean")
     assert len(board) == 5
+
+
+def test_help_and_a_bad_option_load_no_data_or_model_package():
+    """`dpgym --help` and an option typo answer before pandas, scipy, sklearn or torch load."""
+    probe = ("import sys\nfrom dpgym.cli import main\n"
+             "for argv in (['--help'], ['run', '--no-such-option']):\n"
+             "    try:\n        main(argv)\n    except SystemExit:\n        pass\n"
+             "print(sorted(m for m in ('pandas', 'scipy', 'sklearn', 'torch') if m in sys.modules))")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
+    assert done.stdout.strip().splitlines()[-1] == "[]"

@@ -6,7 +6,8 @@ import importlib
 
 import pytest
 
-from dpgym.cli import main, metric_directions
+from dpgym.cli import main
+from dpgym.commands import metric_directions
 from dpgym.leaderboard import write_leaderboard
 from dpgym.registry import Registry
 from dpgym.runner import run_suite

@@ -16,7 +16,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from dpgym.cli import build_parser, suite_from_args
+from dpgym.cli import build_parser
+from dpgym.commands import suite_from_args
 from dpgym.registry import Registry
 from dpgym.runner import run_suite
 from dpgym.store import RunStore

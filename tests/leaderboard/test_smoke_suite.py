@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from dpgym.cli import metric_directions, suite_keys
+from dpgym.commands import metric_directions, suite_keys
 from dpgym.leaderboard import write_leaderboard
 from dpgym.registry import Registry
 from dpgym.runner import run_suite

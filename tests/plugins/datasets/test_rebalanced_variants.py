@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from dpgym.cli import _dataset_names
+from dpgym.commands import _dataset_names
 from dpgym.registry import PluginError
 from dpgym.plugins.datasets import adult, census
 

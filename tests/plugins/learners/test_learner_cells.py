@@ -7,7 +7,8 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from dpgym.cli import build_parser, suite_from_args
+from dpgym.cli import build_parser
+from dpgym.commands import suite_from_args
 from dpgym.grid import expand
 from dpgym.runner import run_suite
 from dpgym.specs import SpecError

@@ -1,0 +1,322 @@
+"""The `dpgym` commands: list plugins, run a grid, build its leaderboard and report, check a run
+against a baseline, draft a schema, scaffold a plugin. `dpgym.cli` parses the arguments and imports
+this module only then.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from dpgym.check import compare, load_baseline, summarise, write_baseline
+from dpgym.datafiles import DatasetUnavailable
+from dpgym.executors import Plan, start_early
+from dpgym.grid import expand
+from dpgym.inference import UnreadableTable, draft_toml, infer_schema, read_table
+from dpgym.leaderboard import write_leaderboard
+from dpgym.preflight import InputError, check_datasets, check_out
+from dpgym.registry import PluginError, Registry
+from dpgym.report import write_report
+from dpgym.report.build import metric_info
+from dpgym.runner import run_suite, runs_again
+from dpgym.scaffold import ScaffoldError, new_plugin
+from dpgym.schema import SchemaError
+from dpgym.specs import Direction, SpecError
+from dpgym.store import RunStore, StoreError
+from dpgym.suite import (
+    MethodConfig,
+    Settings,
+    Suite,
+    SuiteError,
+    apply_overrides,
+    load_suite,
+    parse_epsilon,
+    parse_memory,
+    parse_timeout,
+    suite_from_dict,
+)
+
+UNLIMITED = 10**4  # a width no table of `dpgym list` reaches
+USER_ERRORS = (PluginError, SchemaError, SpecError, SuiteError, DatasetUnavailable, ScaffoldError, InputError,
+               UnreadableTable)
+
+
+def _csv(text: str) -> list[str]:
+    return [t.strip() for t in text.split(",") if t.strip()]
+
+
+def _dataset_names(text: str) -> list[str]:
+    """Comma-separated dataset names whose ``NAME:key=v,key=v`` arguments keep their own commas:
+    an item ``key=v`` with no ``:`` continues the argument of the name before it."""
+    names: list[str] = []
+    for item in _csv(text):
+        if names and ":" in names[-1] and "=" in item and ":" not in item:
+            names[-1] += f",{item}"
+        else:
+            names.append(item)
+    return names
+
+
+def _listed(args: argparse.Namespace, option: str,
+            parse: Callable[[str], list[Any]] = _csv) -> tuple[Any, ...] | None:
+    """The items of a comma-separated option, None when it is not given. Given but naming nothing
+    (`--datasets ""`, `--metrics ,`) is an error: ignoring it would silently run the whole suite."""
+    text = getattr(args, option)
+    if text is None:
+        return None
+    items = tuple(parse(text))
+    if not items:
+        raise SuiteError(f"--{option} {text!r} names no {option.removesuffix('s')}")
+    return items
+
+
+def _epsilons(text: str) -> list[float]:
+    return [parse_epsilon(e, "--epsilons") for e in _csv(text)]
+
+
+def suite_from_args(args: argparse.Namespace) -> Suite:
+    if args.seeds is not None and args.seeds < 1:
+        raise SuiteError(f"--seeds must be ≥ 1, got {args.seeds}")
+    if args.suite:
+        suite = load_suite(args.suite)
+        overrides = {
+            "datasets": _listed(args, "datasets", _dataset_names),
+            "epsilons": _listed(args, "epsilons", _epsilons),
+            "seeds": tuple(range(args.seeds)) if args.seeds is not None else None,
+            "delta": args.delta,
+            "metrics": _listed(args, "metrics"),
+        }
+        if args.generators or args.learners:
+            raise SuiteError("--generators/--learners build an ad-hoc grid; they cannot be combined with --suite")
+        given = {name: value for name, value in overrides.items() if value is not None}
+        if given:
+            suite = Suite(**{**suite.__dict__, **given})
+    else:
+        missing = [f"--{n}" for n in ("datasets", "epsilons") if getattr(args, n) is None]
+        if not (args.generators or args.learners):
+            missing.insert(0, "--generators (or --learners)")
+        if missing:
+            raise SuiteError(f"give --suite, or an ad-hoc grid with {', '.join(missing)}")
+        suite = Suite(
+            name="adhoc",
+            generators=tuple(MethodConfig(g) for g in _csv(args.generators or "")),
+            learners=tuple(MethodConfig(name, kind="learner") for name in _csv(args.learners or "")),
+            datasets=_listed(args, "datasets", _dataset_names),
+            epsilons=_listed(args, "epsilons", _epsilons),
+            seeds=tuple(range(args.seeds or 1)),
+            delta=args.delta if args.delta is not None else 1e-5,
+            metrics=_listed(args, "metrics"),
+        )
+    return apply_overrides(suite, args.set)
+
+
+def settings_from_args(args: argparse.Namespace) -> Settings:
+    """Execution settings given on the command line; they override the suite's [settings]."""
+    executor = args.executor or ("dask" if args.scheduler else None)
+    return Settings(
+        executor=executor,
+        workers=args.workers,
+        timeout=parse_timeout(args.timeout, "--timeout") if args.timeout else None,
+        max_memory=parse_memory(args.max_memory, "--max-memory") if args.max_memory else None,
+        device=args.device,
+        scheduler=args.scheduler,
+    )
+
+
+def metric_directions(registry: Registry) -> dict[str, Direction]:
+    return metric_info(registry)[0]
+
+
+def suite_keys(run_dir: Path, registry: Registry) -> set[str]:
+    """Keys of the cells of the suite last run into `run_dir` (its manifest)."""
+    manifest = RunStore(run_dir).manifest()
+    return {cell.key for cell in expand(suite_from_dict(manifest["suite"], str(run_dir / "run.json")), registry)}
+
+
+def cmd_list(registry: Registry, console: Console) -> None:
+    gens = Table(title="generators")
+    for col in ("name", "version", "guarantee", "defaults", "provided by"):
+        gens.add_column(col)
+    generator_how_to = []
+    for name, p in sorted(registry.kinds["generator"].items()):
+        defaults = "\n".join(f"{k}={v}" for k, v in p.spec.defaults.items())
+        missing = p.spec.missing()
+        if missing:
+            generator_how_to.append(f"{name} (unavailable): {missing}")
+        gens.add_row(name + (" (unavailable)" if missing else ""), p.spec.version, str(p.spec.guarantee), defaults,
+                     p.package)
+    learners = Table(title="learners (private-learning track)")
+    for col in ("name", "version", "guarantee", "defaults", "provided by"):
+        learners.add_column(col)
+    for name, p in sorted(registry.kinds["learner"].items()):
+        defaults = "\n".join(f"{k}={v}" for k, v in p.spec.defaults.items())
+        learners.add_row(name, p.spec.version, str(p.spec.guarantee), defaults, p.package)
+    data = Table(title="datasets")
+    for col in ("name", "version", "available", "licence", "sha256", "provided by"):
+        data.add_column(col)
+    how_to = []
+    for name, p in sorted(registry.kinds["dataset"].items()):
+        missing = p.spec.missing()
+        if missing:
+            how_to.append(f"{name}: {missing}")
+        data.add_row(name, p.spec.version, "no (see below)" if missing else "yes", p.spec.license,
+                     p.spec.checksum[:12], p.package)
+    mets = Table(title="metrics")
+    for col in ("name", "version", "values (direction)", "provided by"):
+        mets.add_column(col)
+    for name, p in sorted(registry.kinds["metric"].items()):
+        values = ", ".join(f"{k} ({'↑' if d is Direction.HIGHER else '↓'})" for k, d in p.spec.directions.items())
+        mets.add_row(name, p.spec.version, values, p.package)
+    show = console.print
+    if not console.is_terminal:  # piped or redirected: no screen to fit, so each table gets the width it needs
+        def show(table: Table) -> None:
+            needed = console.measure(table, options=console.options.update_width(UNLIMITED)).maximum
+            Console(file=console.file, highlight=False, width=max(console.width, needed)).print(table)
+    show(gens)
+    for line in generator_how_to:
+        console.print(f"  {line}", markup=False, soft_wrap=True)
+    if registry.kinds["learner"]:
+        show(learners)
+    show(data)
+    for line in how_to:
+        console.print(f"  {line}", markup=False, soft_wrap=True)
+    show(mets)
+
+
+def check_run(suite: Suite, registry: Registry, err: Console) -> None:
+    """What a run checks before its first cell, a dry run too: the grid (names, hyper-parameters)
+    and every dataset loaded once against its schema. Warnings (an unreviewed schema) print once."""
+    expand(suite, registry)
+    for note in check_datasets(suite, registry):
+        err.print(f"dpgym: warning: {note}", markup=False, soft_wrap=True)
+
+
+def cmd_run(args: argparse.Namespace, suite: Suite, registry: Registry, console: Console) -> None:
+    store = RunStore(args.out)
+    summary = run_suite(suite, store, registry, retry_failed=args.retry_failed, show_progress=not args.no_progress,
+                        settings=settings_from_args(args))
+    console.print(
+        f"{summary.total} cells: {summary.ok} ran ok, {summary.skipped} already done, "
+        f"{summary.failed} failed, {summary.unavailable} unavailable"
+    )
+    for message in summary.messages or []:
+        console.print(f"  [yellow]{message}[/yellow]", markup=True, highlight=False)
+    _, markdown = write_leaderboard(args.out, metric_directions(registry), suite_keys(args.out, registry))
+    console.print(markdown, highlight=False, markup=False, soft_wrap=True)
+    console.print(f"leaderboard: {args.out / 'leaderboard.csv'} and {args.out / 'leaderboard.md'}")
+    console.print(f"report: {write_report(args.out, registry, keys=suite_keys(args.out, registry))}")
+
+
+def cmd_plan(args: argparse.Namespace, suite: Suite, registry: Registry, console: Console) -> None:
+    """What `run` would do, without a lock, a manifest or a cell: the grid expanded and checked, and
+    per generator and dataset the cells to run and those already done in the run directory."""
+    store = RunStore(args.out)
+    counts: dict[tuple[str, str], dict[str, int]] = {}
+    for cell in expand(suite, registry):
+        finished = store.finished(cell.key)
+        row = counts.setdefault((cell.method.display, cell.dataset), {"to run": 0, "done": 0, "done, failed": 0})
+        row["to run" if runs_again(finished, args.retry_failed) else "done" if finished["status"] == "ok"
+            else "done, failed"] += 1
+    table = Table("generator", "dataset", "to run", "done", "done, failed", title=f"{suite.name} into {store.root}")
+    for (label, dataset), row in counts.items():
+        table.add_row(label, dataset, *(str(n) for n in row.values()))
+    console.print(table)
+    total = {k: sum(row[k] for row in counts.values()) for k in ("to run", "done", "done, failed")}
+    again = " (--retry-failed runs them again)" if total["done, failed"] and not args.retry_failed else ""
+    console.print(f"{sum(total.values())} cells: {total['to run']} to run, {total['done']} done, "
+                  f"{total['done, failed']} done but failed or unavailable{again}; nothing was run")
+    for dataset in suite.datasets:
+        missing = registry.dataset(dataset).missing()
+        if missing:
+            console.print(f"  dataset {dataset!r} is unavailable here: {missing}", markup=False, soft_wrap=True)
+
+
+def cmd_check(args: argparse.Namespace, registry: Registry, console: Console) -> int:
+    """0: no regression; 1: a metric or privacy regression (listed); errors raise (exit 2)."""
+    if not 0 < args.alpha < 1:
+        raise SuiteError(f"--alpha must lie in (0, 1), got {args.alpha}")
+    keys = suite_keys(args.run_dir, registry)
+    if args.update:
+        suite = RunStore(args.run_dir).manifest()["suite"]["name"]
+        write_baseline(args.run_dir, args.baseline, suite, keys)
+        console.print(f"baseline {args.baseline} rewritten from {args.run_dir}: review the diff before committing")
+        return 0
+    if not args.baseline.exists():
+        raise SuiteError(f"no baseline file {args.baseline} (create it with --update)")
+    findings = compare(load_baseline(args.baseline), summarise(args.run_dir, keys), metric_directions(registry),
+                       args.alpha)
+    for f in sorted(findings, key=lambda f: (not f.fails, f.kind, f.group)):
+        change = f": {f.baseline} → {f.now}" if f.baseline or f.now else ""
+        tolerance = f" (tolerance {f.tolerance})" if f.tolerance else ""
+        console.print(f"{f.kind.upper():11} {f.group[0]} × {f.group[1]} × ε={f.group[2]}  {f.what}{change}{tolerance}",
+                      markup=False, soft_wrap=True)
+    failed = [f for f in findings if f.fails]
+    console.print(f"{len(failed)} regressions ({sum(f.kind == 'privacy' for f in failed)} privacy), "
+                  f"{sum(f.kind == 'improvement' for f in findings)} improvements")
+    return 1 if failed else 0
+
+
+def cmd_schema_infer(args: argparse.Namespace, console: Console) -> None:
+    """Draft a schema from the file's rows; the draft is marked unreviewed and says what to fix."""
+    name = args.file.name.split(".")[0]
+    text = draft_toml(infer_schema(read_table(args.file), name), str(args.file))
+    if args.out is None:
+        sys.stdout.write(text)
+        return
+    if args.out.exists():
+        raise SchemaError(f"{args.out} exists; remove it or choose another --out (a reviewed schema is never overwritten)")
+    args.out.write_text(text)
+    console.print(f"draft schema written to {args.out}: derived from the data, so review it and set reviewed = true")
+
+
+def execute(args: argparse.Namespace) -> int:
+    """Run the parsed command; the exit code."""
+    console = Console(highlight=False)
+    err = Console(stderr=True, highlight=False)
+    try:
+        suite = suite_from_args(args) if args.command == "run" else None
+        if suite is not None:
+            check_out(args.out)
+        if suite is not None and not args.dry_run:
+            start_early(Plan.resolve(settings_from_args(args).over(suite.settings)), list(suite.datasets))
+        registry = Registry.discover()
+        if suite is not None:
+            check_run(suite, registry, err)
+        if args.command == "list":
+            cmd_list(registry, console)
+        elif suite is not None and args.dry_run:
+            cmd_plan(args, suite, registry, console)
+        elif suite is not None:
+            cmd_run(args, suite, registry, console)
+        elif args.command == "leaderboard":
+            keys = suite_keys(args.run_dir, registry)
+            _, markdown = write_leaderboard(args.run_dir, metric_directions(registry), keys)
+            console.print(markdown, markup=False, soft_wrap=True)
+            console.print(f"leaderboard: {args.run_dir / 'leaderboard.csv'} and {args.run_dir / 'leaderboard.md'}")
+        elif args.command == "report":
+            keys = suite_keys(args.run_dir, registry)
+            console.print(f"report: {write_report(args.run_dir, registry, args.out, keys)}")
+        elif args.command == "schema":
+            cmd_schema_infer(args, console)
+        elif args.command == "check":
+            return cmd_check(args, registry, console)
+        elif args.command == "new-plugin":
+            target = new_plugin(args.name, args.dir, taken=registry.names_in_use())
+            console.print(f"plugin package written to {target}: see its README.md, then `pip install -e {target}`",
+                          markup=False, soft_wrap=True)
+    except KeyboardInterrupt:
+        err.print("dpgym: interrupted; finished cells are kept, and the same command resumes the run", markup=False)
+        return 130
+    except USER_ERRORS as error:
+        err.print(f"dpgym: error: {error}", markup=False, soft_wrap=True)
+        return 2
+    except (StoreError, OSError, ValueError) as error:
+        err.print(f"dpgym: error: {error}", markup=False, soft_wrap=True)
+        return 2 if args.command == "check" else 1
+    return 0
