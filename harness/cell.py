@@ -14,6 +14,9 @@
 
 A plugin's fault (an exception, even `SystemExit`) fails its cell with the stage it happened in,
 never the run. Limits on time and memory are the executors' (`dpgym.worker`).
+
+Each stage is announced as it starts (`STAGE_LISTENER`: "fit", "sample", "evaluate: utility", ...),
+so that a run's progress display can say what every running cell is doing.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ import time
 import traceback
 import warnings
 from collections.abc import Callable
+from contextvars import ContextVar
 from dataclasses import replace
 from functools import cache
 from typing import Any
@@ -42,6 +46,10 @@ from dpgym.registry import Provided, Registry
 from dpgym.schema import Schema
 from dpgym.specs import Capability, DatasetSpec, MetricContext, MetricSpec, Split
 from dpgym.store import RESULT_FORMAT, to_json
+
+# Told the label of each stage as it starts, when an executor listens (a context variable, so cells
+# run in threads of one process each have their own).
+STAGE_LISTENER: ContextVar[Callable[[str], None] | None] = ContextVar("dpgym_stage_listener", default=None)
 
 # What the harness itself measures about a cell, as opposed to what its plugins return.
 MEASURED = ("device", "timings", "warnings", "peak_rss_mb", "peak_gpu_mb", "execution")
@@ -160,8 +168,12 @@ def load_split(load: Callable[[], Split]) -> Split:
     return split
 
 
-def stage(name: str, fn: Callable[[], Any]) -> Any:
-    """Run one stage of a cell: a plugin's fault becomes a `CellFailure` at that stage."""
+def stage(name: str, fn: Callable[[], Any], label: str | None = None) -> Any:
+    """Run one stage of a cell: a plugin's fault becomes a `CellFailure` at that stage. The listener,
+    if any, hears `label` (default: the stage's name) first."""
+    listener = STAGE_LISTENER.get()
+    if listener is not None:
+        listener(label or name)
     try:
         return fn()
     except DatasetUnavailable as err:
@@ -260,7 +272,8 @@ def run_generator(cell: Cell, provided: Provided, dataset: DatasetSpec, metrics:
             continue
         options = cell.options_of(metric.name)
         metric_context = replace(context, options=metric.options if options is None else options)
-        output = stage("evaluate", lambda metric=metric, ctx=metric_context: metric.evaluate(ctx))
+        output = stage("evaluate", lambda metric=metric, ctx=metric_context: metric.evaluate(ctx),
+                       label=f"evaluate: {metric.name}")
         result["metrics"].update({k: float(v) for k, v in output.values.items()})
         result["metric_detail"][metric.name] = output.detail
     result["timings"]["evaluate_seconds"] = time.perf_counter() - start

@@ -35,7 +35,7 @@ def build_parser() -> argparse.ArgumentParser:
                      help="override a generator hyper-parameter (repeatable)")
     run.add_argument("--out", required=True, type=Path, help="run directory (re-running resumes it)")
     run.add_argument("--retry-failed", action="store_true", help="also redo cells that failed earlier")
-    run.add_argument("--no-progress", action="store_true", help="no progress bar")
+    run.add_argument("--no-progress", action="store_true", help="no live display: one line per finished cell")
     run.add_argument("--dry-run", action="store_true",
                      help="check the grid and show per generator and dataset how many cells would run; run nothing")
     run.add_argument("--executor", choices=EXECUTORS,

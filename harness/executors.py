@@ -8,7 +8,9 @@
   there too: its client's tasks are released, and each cell's supervisor kills the cell's processes.
 
 Only results travel back; the driver alone writes the run directory, so a worker (or an orphan of
-a killed driver) can never leave a half-written cell behind.
+a killed driver) can never leave a half-written cell behind. The serial and process executors tell
+the run's `Activity` when each cell starts, the stages it enters, and when it ends (the progress
+display); dask cells start on the cluster's schedule, which the driver does not see.
 """
 
 from __future__ import annotations
@@ -22,7 +24,8 @@ from contextlib import suppress
 from dataclasses import dataclass, replace
 from typing import Any
 
-from dpgym.cell import run_cell
+from dpgym.activity import Activity
+from dpgym.cell import STAGE_LISTENER, run_cell
 from dpgym.registry import PluginError, Registry
 from dpgym.suite import Settings, SuiteError
 from dpgym.threads import cpu_count
@@ -64,8 +67,8 @@ def start_early(plan: Plan, datasets: list[str]) -> None:
 class SerialExecutor:
     """Cells run in the driver itself: no isolation, no limits; for debugging a plugin."""
 
-    def __init__(self, plan: Plan, registry: Registry):
-        self.plan, self.registry = plan, registry
+    def __init__(self, plan: Plan, registry: Registry, activity: Activity):
+        self.plan, self.registry, self.activity = plan, registry, activity
 
     def __enter__(self) -> SerialExecutor:
         return self
@@ -76,10 +79,14 @@ class SerialExecutor:
     def run(self, cells: list[Any]) -> Iterator[tuple[Any, Outcome]]:
         for cell in cells:
             directory = os.getcwd()
+            self.activity.start(cell.key, cell.title, cell.method.display)
+            listening = STAGE_LISTENER.set(lambda label, key=cell.key: self.activity.stage(key, label))
             try:
                 result, ledger, synthetic = run_cell(cell, self.registry, device=self.plan.device)
             finally:  # a plugin's os.chdir must not move the next cell's (or the driver's) relative paths
                 os.chdir(directory)
+                STAGE_LISTENER.reset(listening)
+                self.activity.finish(cell.key)
             yield cell, Outcome(result, ledger, synthetic, peak_rss_mb=result["peak_rss_mb"])
 
 
@@ -98,9 +105,9 @@ def _require_discoverable(registry: Registry, executor: str) -> None:
 class ProcessExecutor:
     """Up to `workers` isolated children at once, each supervised by a driver thread."""
 
-    def __init__(self, plan: Plan, registry: Registry):
+    def __init__(self, plan: Plan, registry: Registry, activity: Activity):
         _require_discoverable(registry, "processes")
-        self.plan, self.registry = plan, registry
+        self.plan, self.registry, self.activity = plan, registry, activity
         self.cancel = threading.Event()
 
     def __enter__(self) -> ProcessExecutor:
@@ -117,12 +124,20 @@ class ProcessExecutor:
         start_forkserver(self.registry.worker_plugins, sorted({c.dataset for c in cells}))
         env = dict(os.environ)
         pending: dict[Future[Outcome], Any] = {
-            self.pool.submit(run_isolated, replace(_task(self.plan, self.registry, c), env=env), self.cancel): c
+            self.pool.submit(self._supervised, replace(_task(self.plan, self.registry, c), env=env), c): c
             for c in cells}
         while pending:
             done, _ = wait(pending, return_when=FIRST_COMPLETED)
             for future in done:
                 yield pending.pop(future), future.result()
+
+    def _supervised(self, task: CellTask, cell: Any) -> Outcome:
+        """On a supervisor thread, once a worker slot is free: the cell runs, and the activity hears of it."""
+        self.activity.start(cell.key, cell.title, cell.method.display)
+        try:
+            return run_isolated(task, self.cancel, on_stage=lambda label: self.activity.stage(cell.key, label))
+        finally:
+            self.activity.finish(cell.key)
 
 
 class _TaskCancelled:
@@ -159,7 +174,7 @@ STOPPED_CLOSE_SECONDS = 5  # how long a stopped run waits for its dask client to
 class DaskExecutor:
     """Isolated children started by dask workers; a LocalCluster when no scheduler is given."""
 
-    def __init__(self, plan: Plan, registry: Registry):
+    def __init__(self, plan: Plan, registry: Registry, activity: Activity):
         _require_discoverable(registry, "dask")
         self.plan, self.registry = plan, registry
 
@@ -225,5 +240,6 @@ class DaskExecutor:
 EXECUTORS = {"serial": SerialExecutor, "processes": ProcessExecutor, "dask": DaskExecutor}
 
 
-def make_executor(plan: Plan, registry: Registry) -> SerialExecutor | ProcessExecutor | DaskExecutor:
-    return EXECUTORS[plan.executor](plan, registry)
+def make_executor(plan: Plan, registry: Registry,
+                  activity: Activity | None = None) -> SerialExecutor | ProcessExecutor | DaskExecutor:
+    return EXECUTORS[plan.executor](plan, registry, activity or Activity())

@@ -1,5 +1,9 @@
 """Running a grid: expand the suite, skip what the run directory already holds, hand the rest to an
-executor, and store each cell as it finishes, telling observer hooks and the progress bar.
+executor, and store each cell as it finishes, telling observer hooks and the progress display.
+
+On a terminal the display is live: the bar, every running cell with its stage and how long it has
+been in it, and the time left estimated from measured cell durations (`dpgym.activity`). Without a
+terminal, or with `show_progress=False`, each finished cell prints one line instead.
 
 How one cell runs is `dpgym.cell`; how a suite becomes cells is `dpgym.grid`; where cells run
 (in this process, in supervised child processes, on dask) is `dpgym.executors`.
@@ -8,11 +12,16 @@ How one cell runs is `dpgym.cell`; how a suite becomes cells is `dpgym.grid`; wh
 from __future__ import annotations
 
 import warnings
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+from rich.console import Console, RenderableType
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, ProgressColumn, Task, TextColumn
+from rich.table import Table
+from rich.text import Text
 
+from dpgym.activity import Activity
 from dpgym.cell import cell_header, unrecorded
 from dpgym.executors import Plan, make_executor
 from dpgym.grid import Cell, expand
@@ -53,8 +62,11 @@ def run_suite(suite: Suite, store: RunStore, registry: Registry, retry_failed: b
         store.write_manifest(suite.to_dict(), execution=asdict(plan))
         todo = []
         finished_failed = 0
+        activity = Activity()
         for cell in cells:
             finished = store.finished(cell.key)
+            if finished is not None and finished["status"] == "ok":  # how long this method's cells take
+                activity.measured(cell.method.display, finished["timings"]["total_seconds"])
             if runs_again(finished, retry_failed):
                 todo.append(cell)
             else:
@@ -67,13 +79,18 @@ def run_suite(suite: Suite, store: RunStore, registry: Registry, retry_failed: b
         if plan.executor == "serial" and (plan.timeout or plan.max_memory):
             summary.messages.append("the serial executor applies no timeout or memory limit; "
                                     "use --executor processes to enforce them")
-        with Progress(
-            TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-            TextColumn("ok {task.fields[ok]} · failed {task.fields[failed]} · {task.fields[running]}"),
-            TimeRemainingColumn(), disable=not show_progress, transient=False,
-        ) as progress, make_executor(plan, registry) as executor:
-            task = progress.add_task(suite.name, total=len(cells), completed=summary.skipped, ok=0, failed=0,
-                                     running=f"{min(plan.workers, len(todo))} running")
+        ended: set[str] = set()
+
+        def seconds_left() -> float | None:
+            started = {running.key for running in activity.running()}
+            return activity.seconds_left(
+                (c.method.display for c in todo if c.key not in ended and c.key not in started), plan.workers)
+
+        console = Console(highlight=False)
+        live = show_progress and console.is_terminal
+        with RunProgress(activity, seconds_left, console=console, disable=not live) as progress, \
+                make_executor(plan, registry, activity) as executor:
+            task = progress.add_task(suite.name, total=len(cells), completed=summary.skipped, ok=0, failed=0)
             for cell in todo:
                 _notify(registry, "dpgym_cell_started", cell=cell.info())
             for done, (cell, outcome) in enumerate(executor.run(todo), start=1):
@@ -85,10 +102,71 @@ def run_suite(suite: Suite, store: RunStore, registry: Registry, retry_failed: b
                     store.write_cell(cell.key, result, None, None)
                 _notify(registry, "dpgym_cell_finished", cell=cell.info(), result=CellResult.of(result))
                 _count(summary, cell, result)
-                progress.update(task, advance=1, ok=summary.ok, failed=summary.failed + summary.unavailable,
-                                running=f"{min(plan.workers, len(todo) - done)} running")
+                ended.add(cell.key)
+                if result["status"] == "ok":
+                    activity.measured(cell.method.display, result["timings"]["total_seconds"])
+                progress.update(task, advance=1, ok=summary.ok, failed=summary.failed + summary.unavailable)
+                if not live:
+                    console.print(finished_line(summary.skipped + done, len(cells), cell, result), markup=False,
+                                  soft_wrap=True)
     summary.messages = list(dict.fromkeys(summary.messages))
     return summary
+
+
+def duration(seconds: float) -> str:
+    """`1:02:03`, `4:05` or `7s`."""
+    whole = round(seconds)
+    hours, rest = divmod(whole, 3600)
+    minutes, secs = divmod(rest, 60)
+    return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}" if minutes else f"{secs}s"
+
+
+def finished_line(count: int, total: int, cell: Cell, result: dict[str, Any]) -> str:
+    """The line a finished cell prints when the display is not live."""
+    timings = result["timings"]
+    line = f"[{count}/{total}] {result['status']}: {cell.title} in {duration(timings['total_seconds'])}"
+    if result["status"] == "ok":
+        stages = [(name, timings[f"{name}_seconds"]) for name in ("fit", "sample", "evaluate")
+                  if f"{name}_seconds" in timings]
+        return line + f" ({', '.join(f'{name} {duration(seconds)}' for name, seconds in stages)})"
+    error = result.get("error") or {}
+    return line + f" (at {error.get('stage', '?')}: {error.get('message', '')})"
+
+
+class TimeLeft(ProgressColumn):
+    """The estimate of `dpgym.activity.Activity.seconds_left`, which moves with every running cell's
+    clock rather than waiting for a cell to finish."""
+
+    def __init__(self, seconds_left: Callable[[], float | None]):
+        super().__init__()
+        self.seconds_left = seconds_left
+
+    def render(self, task: Task) -> Text:
+        if task.finished:
+            return Text("done")
+        left = self.seconds_left()
+        return Text("time left: measuring" if left is None else f"about {duration(left)} left", style="cyan")
+
+
+class RunProgress(Progress):
+    """The bar, then one line per running cell: what it is, its stage, for how long."""
+
+    def __init__(self, activity: Activity, seconds_left: Callable[[], float | None], **kwargs: Any):
+        self.activity = activity  # before Progress starts rendering
+        super().__init__(
+            TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+            TextColumn("ok {task.fields[ok]} · failed {task.fields[failed]}"), TimeLeft(seconds_left),
+            transient=False, **kwargs)
+
+    def get_renderables(self) -> Iterable[RenderableType]:
+        yield self.make_tasks_table(self.tasks)
+        running = sorted(self.activity.running(), key=lambda r: -r.cell_seconds)
+        if running:
+            table = Table.grid(padding=(0, 2))
+            for cell in running:
+                table.add_row(f"  {cell.title}", Text(cell.stage, style="magenta"),
+                              f"{duration(cell.stage_seconds)} in stage, {duration(cell.cell_seconds)} in all")
+            yield table
 
 
 def runs_again(finished: dict[str, Any] | None, retry_failed: bool) -> bool:

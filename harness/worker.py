@@ -34,6 +34,7 @@ import threading
 import time
 import traceback
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from functools import cache
 from pathlib import Path
@@ -41,7 +42,7 @@ from typing import Any
 
 import psutil
 
-from dpgym.cell import run_cell
+from dpgym.cell import STAGE_LISTENER, run_cell
 from dpgym.registry import PLUGINS_ENV, Registry
 
 POLL_SECONDS = 0.05
@@ -157,6 +158,7 @@ def _child_main(conn: Any, task: CellTask, supervisor: tuple[int, int], scratch:
         os.environ["TMPDIR"] = tempfile.tempdir = scratch
         os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # before any CUDA context exists
         limit_threads(task.threads)
+        STAGE_LISTENER.set(lambda label: conn.send(("stage", label)))
         result, ledger, synthetic = run_cell(task.cell, worker_registry(task.plugins), device=task.device)
         result["execution"] = {"pid": os.getpid(), "host": os.uname().nodename, "threads": task.threads,
                                "cpu_seconds": time.process_time()}  # this process's whole life, since its fork
@@ -295,8 +297,10 @@ def _threads_on_dask_worker() -> int:
     return max(1, cores // get_worker().state.nthreads)
 
 
-def run_isolated(task: CellTask, cancel: threading.Event | None = None) -> Outcome:
-    """Run `task` in a fresh child process and supervise it; never raises for the cell's fault."""
+def run_isolated(task: CellTask, cancel: threading.Event | None = None,
+                 on_stage: Callable[[str], None] | None = None) -> Outcome:
+    """Run `task` in a fresh child process and supervise it; never raises for the cell's fault.
+    `on_stage` hears the label of each stage the cell starts (`dpgym.cell.STAGE_LISTENER`)."""
     if multiprocessing.current_process().daemon:
         return Outcome(failure={"reason": "worker error", "type": "DaemonicWorker", "message": (
             "worker error: this worker is a daemonic process and may not start the cell's process; start dask "
@@ -305,7 +309,7 @@ def run_isolated(task: CellTask, cancel: threading.Event | None = None) -> Outco
         task = replace(task, threads=_threads_on_dask_worker())
     scratch = _scratch_folder()
     try:
-        return _supervise(task, cancel, scratch)
+        return _supervise(task, cancel, scratch, on_stage)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)  # the cell's processes are gone: nothing writes there now
 
@@ -366,7 +370,8 @@ def _running(pid: int, started: int) -> bool:
         return False
 
 
-def _supervise(task: CellTask, cancel: threading.Event | None, scratch: str) -> Outcome:
+def _supervise(task: CellTask, cancel: threading.Event | None, scratch: str,
+               on_stage: Callable[[str], None] | None) -> Outcome:
     ctx = _context()
     receive, send = ctx.Pipe(duplex=False)
     me = psutil.Process()
@@ -386,6 +391,10 @@ def _supervise(task: CellTask, cancel: threading.Event | None, scratch: str) -> 
                 message = receive.recv()
             except (EOFError, OSError):
                 break  # died without a word: see its exit code below
+            if message[0] == "stage":  # a progress note, not the result
+                if on_stage is not None:
+                    on_stage(message[1])
+                message = None
             continue
         if ready:
             break  # the child exited without a word, while a helper it forked still holds the pipe open

@@ -20,6 +20,7 @@ import pandas as pd
 import psutil
 import pytest
 
+from dpgym.activity import Activity
 from dpgym.executors import Plan, ProcessExecutor
 from dpgym.leaderboard import write_leaderboard
 from dpgym.registry import PluginError, Registry
@@ -162,7 +163,7 @@ def test_plugins_given_as_objects_reach_workers_when_they_can_be_recreated():
     holder.note = "state a worker could not re-create"
     registry = Registry.discover(extra={"faulty": holder})
     with pytest.raises(PluginError, match="cannot re-create"):
-        ProcessExecutor(Plan.resolve(Settings()), registry)
+        ProcessExecutor(Plan.resolve(Settings()), registry, Activity())
 
 
 def test_dpgym_plugins_loads_modules_and_instantiates_classes(registry):
@@ -449,7 +450,8 @@ def test_a_stopped_dask_run_leaves_its_client_within_seconds_and_keeps_its_own_e
     when the driver exits, releases the run's tasks all the same."""
     from dpgym.executors import STOPPED_CLOSE_SECONDS, DaskExecutor
 
-    executor = DaskExecutor(Plan.resolve(Settings(executor="dask", scheduler=external_cluster.address)), registry)
+    executor = DaskExecutor(Plan.resolve(Settings(executor="dask", scheduler=external_cluster.address)), registry,
+                            Activity())
     with pytest.raises(KeyboardInterrupt):
         with executor:
             assert executor.client.loop is not external_cluster.client.loop  # only the run's client stalls
