@@ -19,7 +19,7 @@ from dpgym.datafiles import DatasetUnavailable
 from dpgym.executors import Plan, start_early
 from dpgym.grid import expand
 from dpgym.inference import UnreadableTable, draft_toml, infer_schema, read_table
-from dpgym.leaderboard import write_leaderboard
+from dpgym.leaderboard import build_leaderboard, save_leaderboard, terminal_summary
 from dpgym.preflight import InputError, check_datasets, check_out
 from dpgym.registry import PluginError, Registry
 from dpgym.report import write_report
@@ -133,10 +133,29 @@ def metric_directions(registry: Registry) -> dict[str, Direction]:
     return metric_info(registry)[0]
 
 
+def manifest_suite(run_dir: Path) -> Suite:
+    """The suite last run into `run_dir`, as its manifest records it."""
+    return suite_from_dict(RunStore(run_dir).manifest()["suite"], str(run_dir / "run.json"))
+
+
 def suite_keys(run_dir: Path, registry: Registry) -> set[str]:
     """Keys of the cells of the suite last run into `run_dir` (its manifest)."""
-    manifest = RunStore(run_dir).manifest()
-    return {cell.key for cell in expand(suite_from_dict(manifest["suite"], str(run_dir / "run.json")), registry)}
+    return {cell.key for cell in expand(manifest_suite(run_dir), registry)}
+
+
+def show_leaderboard(run_dir: Path, registry: Registry, console: Console, headline: tuple[str, ...] | None) -> None:
+    """Write the leaderboard files and print their compact form: a few headline values per row and the
+    overall ranking; the full table (every metric, with intervals) is in leaderboard.md and the report."""
+    board = build_leaderboard(run_dir, metric_directions(registry), suite_keys(run_dir, registry))
+    save_leaderboard(run_dir, board)
+    for table in terminal_summary(board, headline):
+        console.print(table)
+    console.print(board.ranking.statement, markup=False, soft_wrap=True)
+    ranks = [f"{e['generator']} #{e['rank']:.0f}" for e in board.ranking.generators if e["rank"] == e["rank"]]
+    if ranks:
+        console.print("overall: " + ", ".join(ranks), markup=False, soft_wrap=True)
+    console.print(f"leaderboard (every metric, with 95% intervals): {run_dir / 'leaderboard.md'} "
+                  f"(and .csv, .json)", markup=False, soft_wrap=True)
 
 
 def cmd_list(registry: Registry, console: Console) -> None:
@@ -207,9 +226,7 @@ def cmd_run(args: argparse.Namespace, suite: Suite, registry: Registry, console:
     )
     for message in summary.messages or []:
         console.print(f"  [yellow]{message}[/yellow]", markup=True, highlight=False)
-    _, markdown = write_leaderboard(args.out, metric_directions(registry), suite_keys(args.out, registry))
-    console.print(markdown, highlight=False, markup=False, soft_wrap=True)
-    console.print(f"leaderboard: {args.out / 'leaderboard.csv'} and {args.out / 'leaderboard.md'}")
+    show_leaderboard(args.out, registry, console, suite.headline)
     console.print(f"report: {write_report(args.out, registry, keys=suite_keys(args.out, registry))}")
 
 
@@ -295,10 +312,7 @@ def execute(args: argparse.Namespace) -> int:
         elif suite is not None:
             cmd_run(args, suite, registry, console)
         elif args.command == "leaderboard":
-            keys = suite_keys(args.run_dir, registry)
-            _, markdown = write_leaderboard(args.run_dir, metric_directions(registry), keys)
-            console.print(markdown, markup=False, soft_wrap=True)
-            console.print(f"leaderboard: {args.run_dir / 'leaderboard.csv'} and {args.run_dir / 'leaderboard.md'}")
+            show_leaderboard(args.run_dir, registry, console, manifest_suite(args.run_dir).headline)
         elif args.command == "report":
             keys = suite_keys(args.run_dir, registry)
             console.print(f"report: {write_report(args.run_dir, registry, args.out, keys)}")

@@ -43,6 +43,7 @@ from __future__ import annotations
 import json
 import math
 import zlib
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from importlib.metadata import version
 from pathlib import Path
@@ -51,6 +52,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import scikit_posthocs
+from rich.table import Table
 from scipy import stats
 
 from dpgym import audit
@@ -537,13 +539,55 @@ def to_json(lb: Leaderboard) -> dict[str, Any]:
     })
 
 
-def write_leaderboard(run_dir: Path, directions: dict[str, Direction],
-                      keys: set[str] | None = None) -> tuple[pd.DataFrame, str]:
-    """Write leaderboard.csv, .md and .json into the run directory (of the cells in `keys`, if given)."""
-    run_dir = Path(run_dir)
-    lb = build_leaderboard(run_dir, directions, keys)
+def save_leaderboard(run_dir: Path, lb: Leaderboard) -> str:
+    """Write leaderboard.csv, .md and .json into the run directory; returns the Markdown."""
     markdown = to_markdown(lb)
     lb.board.to_csv(run_dir / "leaderboard.csv", index=False)
     (run_dir / "leaderboard.md").write_text(markdown)
     (run_dir / "leaderboard.json").write_text(json.dumps(to_json(lb), indent=2, allow_nan=False))
-    return lb.board, markdown
+    return markdown
+
+
+def write_leaderboard(run_dir: Path, directions: dict[str, Direction],
+                      keys: set[str] | None = None) -> tuple[pd.DataFrame, str]:
+    """Write leaderboard.csv, .md and .json into the run directory (of the cells in `keys`, if given)."""
+    lb = build_leaderboard(Path(run_dir), directions, keys)
+    return lb.board, save_leaderboard(Path(run_dir), lb)
+
+
+# Shown by the terminal summary when a suite names no `headline`: the first of these the run has.
+DEFAULT_HEADLINE = ("tstr_auroc", "tstr_macro_f1", "marginal_tvd", "kendall_rmse", "heldout_loglik", "auc_median")
+HEADLINE_COLUMNS = 4
+
+
+def headline_metrics(lb: Leaderboard, chosen: Sequence[str] | None) -> list[str]:
+    """The metrics the terminal shows: the suite's `headline` (those the run has), else the first
+    defaults the run has, else its first few values."""
+    present = [*lb.metrics, *(c for c in ("auc_median",) if c in lb.board)]
+    if chosen:
+        return [m for m in chosen if m in present]
+    return ([m for m in DEFAULT_HEADLINE if m in present] or present)[:HEADLINE_COLUMNS]
+
+
+def terminal_summary(lb: Leaderboard, headline: Sequence[str] | None = None) -> list[Table]:
+    """One compact table per (dataset, ε): each row's guarantee, ε spent and a few headline metrics
+    (mean and rank); the full table, with intervals, is leaderboard.md and the report."""
+    metrics = headline_metrics(lb, headline)
+    tables = []
+    for (dataset, epsilon), part in lb.board.groupby(["dataset", "epsilon"], sort=True):
+        table = Table(title=f"{dataset}, ε = {epsilon:g}", title_justify="left")
+        for column in ("generator", "guarantee", "ε spent"):
+            table.add_column(column)
+        for m in metrics:
+            table.add_column(f"{m} {ARROWS.get(lb.directions.get(m), '')}".strip(), justify="right")
+        for _, row in part.iterrows():
+            spent = _fmt(row.eps_spent) + (" under" if row.under_spent else "")
+            values = []
+            for m in metrics:
+                rank = row.get(f"{m}_rank", np.nan)
+                mean = row[f"{m}_mean"] if f"{m}_mean" in row else row[m]
+                values.append(_fmt(mean) + ("" if not np.isfinite(rank) else f" #{rank:g}"))
+            failed = f" ({row.failures} failed)" if row.failures else ""
+            table.add_row(f"{row.generator}{failed}", row.guarantee, spent, *values)
+        tables.append(table)
+    return tables

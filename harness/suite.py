@@ -8,6 +8,7 @@ A suite file (``leaderboard/suites/NAME.toml``)::
     delta = 1e-5
     seeds = 2                 # a count (seeds 0..n-1) or an explicit list
     metrics = ["fidelity", "utility"]   # optional: default is every installed metric
+    headline = ["tstr_auroc", "marginal_tvd"]   # optional: the values the terminal summary shows
 
     [metric_options.utility]  # optional: a metric's options (part of the cell key when given)
     classifiers = ["logistic_regression", "hist_gradient_boosting", "xgboost"]
@@ -154,6 +155,7 @@ class Suite:
     settings: Settings = Settings()
     learners: tuple[MethodConfig, ...] = ()
     metric_options: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    headline: tuple[str, ...] | None = None  # metrics the terminal summary shows; None: dpgym's default few
 
     def __post_init__(self) -> None:
         for what in ("datasets", "epsilons", "seeds"):
@@ -187,6 +189,7 @@ class Suite:
             "metrics": list(self.metrics) if self.metrics is not None else None,
             "settings": self.settings.to_dict(),
             **({"metric_options": {k: dict(v) for k, v in self.metric_options.items()}} if self.metric_options else {}),
+            **({"headline": list(self.headline)} if self.headline else {}),
             **({"learners": [{"name": g.name, "label": g.label, "params": g.params} for g in self.learners]}
                if self.learners else {}),
         }
@@ -239,7 +242,7 @@ def _list(raw: dict[str, Any], key: str, where: str) -> list[Any]:
 
 def suite_from_dict(raw: dict[str, Any], where: str) -> Suite:
     allowed = {"name", "description", "generators", "learners", "datasets", "epsilons", "delta", "seeds", "metrics",
-               "settings", "metric_options"}
+               "settings", "metric_options", "headline"}
     unknown = sorted(set(raw) - allowed)
     if unknown:
         raise SuiteError(f"{where}: unknown keys {unknown} (allowed: {', '.join(sorted(allowed))})")
@@ -261,6 +264,7 @@ def suite_from_dict(raw: dict[str, Any], where: str) -> Suite:
         settings=settings_from_dict(raw.get("settings", {}), where),
         metric_options=_metric_options(raw.get("metric_options", {}), list(metrics) if metrics is not None else None,
                                        where),
+        headline=_names(raw, "headline", where),
     )
 
 

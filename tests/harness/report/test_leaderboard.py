@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import io
 import json
 
 import numpy as np
 import pandas as pd
 import pytest
 
-from dpgym.leaderboard import bootstrap_ci, build_leaderboard, write_leaderboard
+from rich.console import Console
+
+from dpgym.leaderboard import bootstrap_ci, build_leaderboard, headline_metrics, terminal_summary, write_leaderboard
 from dpgym.specs import Direction
 from tests.harness.report.fakerun import result, write_run
 
@@ -236,3 +239,19 @@ def test_html_in_a_label_stays_text_in_the_markdown(tmp_path):
     rows = [result("x<td>y", s, scores(0.6, 0.4)) for s in (0, 1)]
     _, markdown = write_leaderboard(write_run(tmp_path, rows), DIRECTIONS)
     assert "x&lt;td>y" in markdown and "<td>" not in markdown
+
+
+def rendered(tables) -> str:
+    console = Console(width=200, record=True, file=io.StringIO())
+    for table in tables:
+        console.print(table)
+    return console.export_text()
+
+
+def test_the_terminal_shows_the_suites_headline_values_and_defaults_to_a_few(three_generators):
+    board = build_leaderboard(three_generators, {**DIRECTIONS, "tstr_auroc": Direction.HIGHER})
+    chosen = rendered(terminal_summary(board, ("tvd",)))
+    assert "tvd ↓" in chosen and "auroc" not in chosen
+    assert "independent" in chosen and "0.100 #2" in chosen
+    assert headline_metrics(board, None) == ["auroc", "tvd"]  # no default headline value: the run's first few
+    assert headline_metrics(board, ("tvd", "no_such_value")) == ["tvd"]
