@@ -6,8 +6,10 @@ this module only then.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +30,7 @@ from dpgym.runner import run_suite, runs_again
 from dpgym.scaffold import ScaffoldError, new_plugin
 from dpgym.schema import SchemaError
 from dpgym.specs import Direction, SpecError
-from dpgym.store import RunStore, StoreError
+from dpgym.store import RunStore, StoreError, write_json_atomic
 from dpgym.suite import (
     MethodConfig,
     Settings,
@@ -43,6 +45,7 @@ from dpgym.suite import (
 )
 
 UNLIMITED = 10**4  # a width no table of `dpgym list` reaches
+OUTPUTS_STAMP = "outputs.json"  # in a run directory: what its leaderboard and report were built from
 USER_ERRORS = (PluginError, SchemaError, SpecError, SuiteError, DatasetUnavailable, ScaffoldError, InputError,
                UnreadableTable)
 
@@ -208,12 +211,43 @@ def cmd_list(registry: Registry, console: Console) -> None:
     show(mets)
 
 
-def check_run(suite: Suite, registry: Registry, err: Console) -> None:
+def check_run(suite: Suite, registry: Registry, err: Console, store: RunStore, retry_failed: bool) -> None:
     """What a run checks before its first cell, a dry run too: the grid (names, hyper-parameters)
-    and every dataset loaded once against its schema. Warnings (an unreviewed schema) print once."""
-    expand(suite, registry)
-    for note in check_datasets(suite, registry):
+    and every dataset with a cell still to run, loaded once against its schema (a finished run
+    resumed loads none). Warnings (an unreviewed schema) print once."""
+    pending = {cell.dataset for cell in expand(suite, registry) if runs_again(store.finished(cell.key), retry_failed)}
+    if not pending:
+        return
+    for note in check_datasets(replace(suite, datasets=tuple(d for d in suite.datasets if d in pending)), registry):
         err.print(f"dpgym: warning: {note}", markup=False, soft_wrap=True)
+
+
+def outputs_stamp(run_dir: Path, keys: set[str], suite: Suite) -> dict[str, Any]:
+    """What the leaderboard and report of `run_dir` were built from: the suite, each cell's result file
+    (by modification time), and the software. Equal stamps: the outputs are current."""
+    manifest = RunStore(run_dir).manifest()
+    results = {key: (run_dir / "cells" / key / "result.json") for key in sorted(keys)}
+    return {"suite": {**suite.to_dict(), "settings": None},
+            "cells": {key: path.stat().st_mtime_ns if path.exists() else None for key, path in results.items()},
+            "packages": manifest["packages"], "git_revision": manifest["git_revision"]}
+
+
+def outputs_current(run_dir: Path, stamp: dict[str, Any]) -> bool:
+    path = run_dir / OUTPUTS_STAMP
+    outputs = [run_dir / name for name in ("leaderboard.md", "leaderboard.csv", "leaderboard.json", "report.html")]
+    return all(p.exists() for p in outputs) and path.exists() and json.loads(path.read_text()) == stamp
+
+
+def likely_finished(run_dir: Path, suite: Suite) -> bool:
+    """Before the plugins load, whether resuming `run_dir` has nothing left to run: the same suite and as
+    many results as the grid has cells. Only saves the start of worker processes; the run itself decides."""
+    try:
+        manifest = RunStore(run_dir).manifest()
+    except StoreError:
+        return False
+    size = (len(suite.generators) + len(suite.learners)) * len(suite.datasets) * len(suite.epsilons) * len(suite.seeds)
+    done = sum(1 for _ in (run_dir / "cells").glob("*/result.json"))
+    return {**manifest["suite"], "settings": None} == {**suite.to_dict(), "settings": None} and done >= size
 
 
 def cmd_run(args: argparse.Namespace, suite: Suite, registry: Registry, console: Console) -> None:
@@ -226,8 +260,15 @@ def cmd_run(args: argparse.Namespace, suite: Suite, registry: Registry, console:
     )
     for message in summary.messages or []:
         console.print(f"  [yellow]{message}[/yellow]", markup=True, highlight=False)
+    keys = suite_keys(args.out, registry)
+    stamp = outputs_stamp(args.out, keys, suite)
+    if summary.skipped == summary.total and outputs_current(args.out, stamp):
+        console.print(f"nothing new since the last run: {args.out / 'leaderboard.md'} and "
+                      f"{args.out / 'report.html'} are current", markup=False, soft_wrap=True)
+        return
     show_leaderboard(args.out, registry, console, suite.headline)
-    console.print(f"report: {write_report(args.out, registry, keys=suite_keys(args.out, registry))}")
+    console.print(f"report: {write_report(args.out, registry, keys=keys)}")
+    write_json_atomic(args.out / OUTPUTS_STAMP, stamp)
 
 
 def cmd_plan(args: argparse.Namespace, suite: Suite, registry: Registry, console: Console) -> None:
@@ -300,11 +341,11 @@ def execute(args: argparse.Namespace) -> int:
         suite = suite_from_args(args) if args.command == "run" else None
         if suite is not None:
             check_out(args.out)
-        if suite is not None and not args.dry_run:
+        if suite is not None and not args.dry_run and not likely_finished(args.out, suite):
             start_early(Plan.resolve(settings_from_args(args).over(suite.settings)), list(suite.datasets))
         registry = Registry.discover()
         if suite is not None:
-            check_run(suite, registry, err)
+            check_run(suite, registry, err, RunStore(args.out), args.retry_failed)
         if args.command == "list":
             cmd_list(registry, console)
         elif suite is not None and args.dry_run:

@@ -89,6 +89,22 @@ def test_a_dry_run_counts_the_cells_to_run_and_writes_nothing(tmp_path):
 
 
 @pytest.mark.slow
+def test_resuming_a_finished_run_rebuilds_nothing_until_a_cell_changes(tmp_path):
+    grid = ["--generators", "uniform", "--datasets", "adult", "--epsilons", "1", "--seeds", "1", "--metrics",
+            "fidelity", "--no-progress", "--out", str(tmp_path)]
+    assert dpgym("run", *grid).returncode == 0
+    report = tmp_path / "report.html"
+    built = report.stat().st_mtime_ns
+    again = dpgym("run", *grid)
+    assert again.returncode == 0 and "nothing new since the last run" in again.stdout
+    assert report.stat().st_mtime_ns == built
+    [result] = (tmp_path / "cells").glob("*/result.json")
+    result.touch()  # as a re-run cell would rewrite it
+    third = dpgym("run", *grid)
+    assert "nothing new" not in third.stdout and report.stat().st_mtime_ns > built
+
+
+@pytest.mark.slow
 def test_adhoc_run_with_override_completes_and_writes_a_leaderboard(tmp_path):
     out = dpgym("run", "--generators", "independent,uniform", "--datasets", "adult", "--epsilons", "0.5,inf",
                 "--seeds", "1", "--metrics", "fidelity", "--set", "independent.mechanism=\"laplace\"", "--out", str(tmp_path),
