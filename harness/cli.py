@@ -30,7 +30,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--epsilons", help="comma-separated ε values (inf for non-private)")
     run.add_argument("--seeds", type=int, help="number of seeds (0..N-1)")
     run.add_argument("--delta", type=float, help="δ (default 1e-5)")
-    run.add_argument("--metrics", help="comma-separated metric names (default: all installed)")
+    run.add_argument("--metrics", help="comma-separated metric names (default: those relevant to each cell)")
     run.add_argument("--set", action="append", default=[], metavar="GENERATOR.PARAM=VALUE",
                      help="override a generator hyper-parameter (repeatable)")
     run.add_argument("--out", required=True, type=Path, help="run directory (re-running resumes it)")

@@ -19,7 +19,7 @@ from rich.table import Table
 from dpgym.check import compare, load_baseline, summarise, write_baseline
 from dpgym.datafiles import DatasetUnavailable
 from dpgym.executors import Plan, start_early
-from dpgym.grid import expand
+from dpgym.grid import default_metrics, expand
 from dpgym.inference import UnreadableTable, draft_toml, infer_schema, read_table
 from dpgym.leaderboard import build_leaderboard, save_leaderboard, terminal_summary
 from dpgym.preflight import InputError, check_datasets, check_out
@@ -216,10 +216,29 @@ def check_run(suite: Suite, registry: Registry, err: Console, store: RunStore, r
     and every dataset with a cell still to run, loaded once against its schema (a finished run
     resumed loads none). Warnings (an unreviewed schema) print once."""
     pending = {cell.dataset for cell in expand(suite, registry) if runs_again(store.finished(cell.key), retry_failed)}
+    if suite.metrics is None:
+        for line in left_out_metrics(suite, registry):
+            err.print(f"dpgym: note: {line}", markup=False, soft_wrap=True)
     if not pending:
         return
     for note in check_datasets(replace(suite, datasets=tuple(d for d in suite.datasets if d in pending)), registry):
         err.print(f"dpgym: warning: {note}", markup=False, soft_wrap=True)
+
+
+def left_out_metrics(suite: Suite, registry: Registry) -> list[str]:
+    """One line per installed metric that a suite naming no metrics leaves out of some cells, with why
+    and, when it is left out of some cells only, of which."""
+    reasons: dict[tuple[str, str], list[str]] = {}
+    pairs = [(m, d) for m in suite.configs for d in suite.datasets]
+    for method, dataset in pairs:
+        spec = registry.get(method.kind, method.name).spec
+        for metric, reason in default_metrics(registry, spec, registry.dataset(dataset))[1].items():
+            reasons.setdefault((metric, reason), []).append(f"{method.display} on {dataset}")
+    lines = []
+    for (metric, reason), where in sorted(reasons.items()):
+        scope = "" if len(where) == len(pairs) else f" ({', '.join(where)})"
+        lines.append(f"metric {metric} left out{scope}: {reason}")
+    return lines
 
 
 def outputs_stamp(run_dir: Path, keys: set[str], suite: Suite) -> dict[str, Any]:

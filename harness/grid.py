@@ -21,7 +21,7 @@ import numpy as np
 import dpgym
 from dpgym.privacy import Budget
 from dpgym.registry import Registry
-from dpgym.specs import CellInfo, DatasetSpec, SpecError
+from dpgym.specs import Capability, CellInfo, DatasetSpec, SpecError
 from dpgym.suite import DEVICES, MethodConfig, Suite
 
 STREAMS = ("fit", "sample", "evaluate")
@@ -89,14 +89,46 @@ def cell_key(content: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(content, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
+def default_metrics(registry: Registry, method: Any, dataset: DatasetSpec) -> tuple[tuple[str, ...], dict[str, str]]:
+    """The installed metrics a cell runs when its suite names none, and why each other one is left out:
+    a metric that does not depend on the generator, one that needs a log-likelihood the method does
+    not declare, one that needs a target the dataset's schema lacks."""
+    chosen, left_out = [], {}
+    for name, provided in sorted(registry.kinds["metric"].items()):
+        spec = provided.spec
+        if not spec.depends_on_generator:
+            left_out[name] = "does not depend on the generator (name it with --metrics to run it)"
+        elif spec.requires_log_prob and Capability.LOG_PROB not in method.capabilities:
+            left_out[name] = "needs a generator with log_prob"
+        elif spec.requires_target and not _has_target(dataset):
+            left_out[name] = "needs a target column"
+        else:
+            chosen.append(name)
+    return tuple(chosen), left_out
+
+
+def _has_target(dataset: DatasetSpec) -> bool:
+    """Whether the dataset's schema names a target; True when the schema cannot be read here (the run's
+    dataset checks report that, and the cell skips a target metric then)."""
+    try:
+        return dataset.schema().target is not None
+    except Exception:
+        return True
+
+
 def expand(suite: Suite, registry: Registry) -> list[Cell]:
-    """All cells of the suite; unknown plugin names and hyper-parameters fail here, before any work."""
-    metric_names = suite.metrics if suite.metrics is not None else tuple(sorted(registry.kinds["metric"]))
-    metrics = [registry.get("metric", m) for m in metric_names]
+    """All cells of the suite; unknown plugin names and hyper-parameters fail here, before any work.
+    A suite that names no metrics gives each cell `default_metrics` for its method and dataset."""
     options = {name: json.dumps(registry.metric(name).resolve_options(given), sort_keys=True)
                for name, given in suite.metric_options.items()}
-    metric_keys = sorted((m.spec.name, m.spec.version, *([options[m.spec.name]] if m.spec.name in options else []))
-                         for m in metrics)
+
+    def keyed(metric_names: tuple[str, ...]) -> list[tuple[str, ...]]:
+        metrics = [registry.get("metric", m) for m in metric_names]
+        return sorted((m.spec.name, m.spec.version, *([options[m.spec.name]] if m.spec.name in options else []))
+                      for m in metrics)
+
+    if suite.metrics is not None:
+        metric_keys = keyed(suite.metrics)
     cells: list[Cell] = []
     first: dict[str, Cell] = {}  # cell key → the first cell that has it
     for method in suite.configs:
@@ -108,6 +140,10 @@ def expand(suite: Suite, registry: Registry) -> list[Cell]:
             identity = dataset.identity or dataset.name
             if method.kind == "learner":
                 _check_learner_target(method, dataset_name, dataset)
+            metric_names = suite.metrics
+            if metric_names is None:
+                metric_names = default_metrics(registry, provided.spec, dataset)[0]
+                metric_keys = keyed(metric_names)
             for epsilon in suite.epsilons:
                 for seed in suite.seeds:
                     content = {

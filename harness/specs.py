@@ -268,6 +268,13 @@ class MetricSpec:
     directions: Mapping[str, Direction]  # value name -> which way is better
     description: str = ""
     requires_target: bool = False
+    # Scores only generators that declare `Capability.LOG_PROB` (held-out likelihood): a run that
+    # names no metrics leaves it out of the other generators' cells.
+    requires_log_prob: bool = False
+    # False for a metric whose values do not depend on the generator (e.g. a private baseline computed
+    # from the real rows alone): a run that names no metrics leaves it out, since every generator's row
+    # would repeat the same numbers; name it with --metrics or in the suite to run it.
+    depends_on_generator: bool = True
     # Settings a suite may change under [metric_options.NAME] (e.g. a cheaper classifier zoo for a
     # CI grid); changed options enter the cell key. `validate_options` may refuse bad values.
     options: Mapping[str, Any] = field(default_factory=dict)

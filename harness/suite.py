@@ -7,7 +7,7 @@ A suite file (``leaderboard/suites/NAME.toml``)::
     epsilons = [1.0]          # `inf` for a non-private run of a private method
     delta = 1e-5
     seeds = 2                 # a count (seeds 0..n-1) or an explicit list
-    metrics = ["fidelity", "utility"]   # optional: default is every installed metric
+    metrics = ["fidelity", "utility"]   # optional: default is, per cell, the metrics relevant to it
     headline = ["tstr_auroc", "marginal_tvd"]   # optional: the values the terminal summary shows
 
     [metric_options.utility]  # optional: a metric's options (part of the cell key when given)

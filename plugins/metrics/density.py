@@ -252,6 +252,7 @@ DP_AD_SPEC = MetricSpec(
                 for family in DP_AD_FAMILIES for eps in DP_AD_EPSILONS},
     description="DP-NF Algorithm 2: sample-and-aggregate ensemble (MoG, optionally NF) + Exponential Mechanism, "
                 "expected accuracy per ε (generator-independent)",
+    depends_on_generator=False,
     options=DP_AD_OPTIONS,
     validate_options=check_dp_ad_options,
 )
@@ -263,6 +264,7 @@ SPEC = MetricSpec(
     directions={"heldout_loglik": Direction.HIGHER, "heldout_loglik_zscored": Direction.HIGHER,
                 "anomaly_auc": Direction.HIGHER},
     description="held-out log-likelihood (data and z-scored scale) and tail-box anomaly ROC AUC, for generators with log_prob",
+    requires_log_prob=True,
 )
 
 
