@@ -55,6 +55,8 @@ _LAZY = {
     "Finding": "dpgym.audit", "clopper_pearson": "dpgym.audit",
     # the CPU threads a cell may use
     "cell_threads": "dpgym.threads",
+    # arrays that depend on the real rows and a seed but not on the generator, computed once per entry
+    "computed_once": "dpgym.cache", "digest": "dpgym.cache",
 }
 
 __all__ = ["DPGYM_API_VERSION", "Budget", "Guarantee", "Ledger", "LedgerEntry", "PrivacyViolation", "hookimpl", *_LAZY]
@@ -97,6 +99,7 @@ if TYPE_CHECKING:
         Split,
     )
     from dpgym.audit import Finding, clopper_pearson
+    from dpgym.cache import computed_once, digest
     from dpgym.datafiles import (
         REPO_DATA,
         DatasetUnavailable,

@@ -12,39 +12,29 @@ log-density (KL(q‖p) by Monte Carlo) and the neighbour log-ratio over the grid
 
 from __future__ import annotations
 
-import hashlib
 import math
-import os
-from pathlib import Path
 
 import numpy as np
 import torch
 
-from dpgym import Finding, clopper_pearson
+from dpgym import Finding, clopper_pearson, computed_once
 from dpgym.plugins.learners.logistic import aucs_of_directions, summed_l2
 
 
 def random_direction_aucs(x_test: torch.Tensor, y_test: np.ndarray, draws: int, seed: int) -> np.ndarray:
     """Test AUCs of uniformly random directions w (the base measure π of check 2).
 
-    They depend only on the test split, so they are computed once per split and kept in
-    ``$DPGYM_CACHE`` (default ``~/.cache/dpgym``) under a hash of everything that determines them:
-    50,000 directions on Adult take ~1 min, and every audited cell of a grid needs the same ones.
+    They depend only on the test split, so they are computed once per split and seed
+    (`dpgym.computed_once`): 50,000 directions on Adult take ~1 min, and every audited cell of a
+    grid needs the same ones.
     """
-    digest = hashlib.sha256(b"|".join([np.ascontiguousarray(x_test.numpy()).tobytes(),
-                                       np.ascontiguousarray(y_test).tobytes(), f"{draws}|{seed}|v1".encode()]))
-    cached = Path(os.environ.get("DPGYM_CACHE", Path.home() / ".cache" / "dpgym")) / f"directions-{digest.hexdigest()[:32]}.npy"
-    if cached.exists():
-        return np.load(cached)
-    g = torch.Generator().manual_seed(seed)
-    thetas = torch.randn(draws, x_test.shape[1] + 1, generator=g)
-    aucs = aucs_of_directions(x_test, y_test, thetas)
-    cached.parent.mkdir(parents=True, exist_ok=True)
-    partial = cached.with_suffix(f".{os.getpid()}.tmp")
-    with open(partial, "wb") as f:
-        np.save(f, aucs)
-    partial.replace(cached)  # atomic: a concurrent cell reads a whole file or computes its own
-    return aucs
+    def compute() -> dict[str, np.ndarray]:
+        g = torch.Generator().manual_seed(seed)
+        thetas = torch.randn(draws, x_test.shape[1] + 1, generator=g)
+        return {"aucs": aucs_of_directions(x_test, y_test, thetas)}
+
+    parts = [x_test.numpy(), np.asarray(y_test), draws, seed, "v1"]
+    return computed_once("audit-directions", parts, compute)["aucs"]
 
 
 def min_summed_l2(x: torch.Tensor, y: torch.Tensor, thetas: np.ndarray) -> float:

@@ -86,7 +86,7 @@ def test_direction_aucs_are_computed_once_per_split(monkeypatch, tmp_path):
     first = audit.random_direction_aucs(x, y, 100, seed=0)
     monkeypatch.setattr(audit, "aucs_of_directions", lambda *a: pytest.fail("recomputed despite the cache"))
     assert np.array_equal(audit.random_direction_aucs(x, y, 100, seed=0), first)
-    assert len(list(tmp_path.glob("directions-*.npy"))) == 1
+    assert len(list(tmp_path.glob("audit-directions-*.npz"))) == 1
     y[0] = 1 - y[0]  # another split: another entry
     with pytest.raises(pytest.fail.Exception):
         audit.random_direction_aucs(x, y, 100, seed=0)
