@@ -216,13 +216,13 @@ def check_run(suite: Suite, registry: Registry, err: Console, store: RunStore, r
     and every dataset with a cell still to run, loaded once against its schema (a finished run
     resumed loads none). Warnings (an unreviewed schema) print once."""
     pending = {cell.dataset for cell in expand(suite, registry) if runs_again(store.finished(cell.key), retry_failed)}
-    if suite.metrics is None:
-        for line in left_out_metrics(suite, registry):
-            err.print(f"dpgym: note: {line}", markup=False, soft_wrap=True)
-    if not pending:
-        return
-    for note in check_datasets(replace(suite, datasets=tuple(d for d in suite.datasets if d in pending)), registry):
+    dataset_warnings = check_datasets(replace(suite, datasets=tuple(d for d in suite.datasets if d in pending)),
+                                      registry) if pending else []
+    notes = left_out_metrics(suite, registry) if suite.metrics is None else []
+    for note in dataset_warnings:
         err.print(f"dpgym: warning: {note}", markup=False, soft_wrap=True)
+    for note in notes:  # after the checks, so that a bad input stays a single error line
+        err.print(f"dpgym: note: {note}", markup=False, soft_wrap=True)
 
 
 def left_out_metrics(suite: Suite, registry: Registry) -> list[str]:
