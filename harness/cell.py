@@ -41,7 +41,8 @@ import psutil
 from dpgym import audit, learning
 from dpgym.datafiles import DatasetUnavailable
 from dpgym.grid import Cell
-from dpgym.privacy import Guarantee, Ledger, PrivacyViolation, reaccount
+from dpgym.privacy import Guarantee, Ledger, PrivacyViolation
+from dpgym.privacy.reaccount import reaccount
 from dpgym.registry import Provided, Registry
 from dpgym.schema import Schema
 from dpgym.specs import Capability, DatasetSpec, MetricContext, MetricSpec, Split

@@ -32,7 +32,8 @@ import pandas as pd
 import pytest
 
 from dpgym.cell import ledger_contradiction
-from dpgym.privacy import Budget, Ledger, reaccount
+from dpgym.privacy import Budget, Ledger
+from dpgym.privacy.reaccount import reaccount
 from dpgym.schema import Column, ColumnKind, Schema
 from dpgym.specs import (
     Capability,

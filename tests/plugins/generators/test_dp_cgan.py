@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from dpgym import Budget, Guarantee
-from dpgym.privacy import reaccount
+from dpgym import reaccount
 from dpgym.plugins.generators import dp_cgan
 
 SMALL = {"steps": 6, "batch_size": 32, "hidden": 16, "noise_dim": 8}

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from dpgym import Budget, Column, ColumnKind, Guarantee, Schema
-from dpgym.privacy import calibrate_gaussian, reaccount
+from dpgym import calibrate_gaussian, reaccount
 from dpgym.plugins.generators import dp_merf
 from dpgym.plugins.nn.tabular import LabelledLayout
 

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from dpgym import Budget
-from dpgym.privacy import reaccount
+from dpgym import reaccount
 from dpgym.schema import Column, ColumnKind, Schema
 from dpgym.plugins.generators.independent import SPEC as INDEPENDENT
 from dpgym.plugins.generators.real import Real

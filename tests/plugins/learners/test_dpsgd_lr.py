@@ -6,7 +6,7 @@ import pickle
 import pytest
 
 from dpgym import Budget, Guarantee
-from dpgym.privacy import reaccount
+from dpgym import reaccount
 from dpgym.plugins.learners.dpsgd_lr import DPSGDLR
 
 

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from dpgym import Budget, Guarantee
-from dpgym.privacy import reaccount
+from dpgym import reaccount
 from dpgym.plugins.learners.expm_nf_lr import ExpMNFLR
 from dpgym.plugins.learners.logistic import summed_l2
 
