@@ -6,9 +6,9 @@ import math
 
 import pytest
 
-from dpgym.privacy import (
-    Budget, Guarantee, Ledger, LedgerEntry, PrivacyViolation, calibrate_gaussian, enforce, gaussian_epsilon, reaccount,
-)
+from dpgym.privacy import Budget, Guarantee, Ledger, LedgerEntry, PrivacyViolation
+from dpgym.privacy.mechanisms import calibrate_gaussian, gaussian_epsilon
+from dpgym.privacy.reaccount import enforce, reaccount
 
 
 def laplace(epsilon: float, sensitivity: float = 1.0) -> LedgerEntry:
