@@ -44,12 +44,16 @@ class Activity:
         self._clock = clock
         self._lock = threading.Lock()
         self._running: dict[str, _State] = {}
-        self._durations: dict[str, list[float]] = defaultdict(list)
+        # Sum and count of measured cell seconds, per method and over all (key None): the display
+        # asks for expectations at every refresh, once per queued cell.
+        self._totals: dict[str | None, list[float]] = defaultdict(lambda: [0.0, 0])
 
     def measured(self, method: str, seconds: float) -> None:
         """A finished cell of `method` took `seconds` (this run's, or an earlier run's in the same directory)."""
         with self._lock:
-            self._durations[method].append(seconds)
+            for key in (method, None):
+                self._totals[key][0] += seconds
+                self._totals[key][1] += 1
 
     def start(self, key: str, title: str, method: str) -> None:
         now = self._clock()
@@ -75,10 +79,8 @@ class Activity:
     def expected(self, method: str) -> float | None:
         """Mean measured seconds of one cell of `method`; of any cell when `method` has none yet."""
         with self._lock:
-            own = self._durations.get(method)
-            every = [d for durations in self._durations.values() for d in durations]
-        chosen = own or every
-        return sum(chosen) / len(chosen) if chosen else None
+            total, count = self._totals[method] if method in self._totals else self._totals.get(None, (0.0, 0))
+        return total / count if count else None
 
     def seconds_left(self, queued: Iterable[str], workers: int) -> float | None:
         """Estimated wall seconds until the last cell ends: the queued cells' expected durations (by

@@ -146,10 +146,12 @@ def suite_keys(run_dir: Path, registry: Registry) -> set[str]:
     return {cell.key for cell in expand(manifest_suite(run_dir), registry)}
 
 
-def show_leaderboard(run_dir: Path, registry: Registry, console: Console, headline: tuple[str, ...] | None) -> None:
-    """Write the leaderboard files and print their compact form: a few headline values per row and the
-    overall ranking; the full table (every metric, with intervals) is in leaderboard.md and the report."""
-    board = build_leaderboard(run_dir, metric_directions(registry), suite_keys(run_dir, registry))
+def show_leaderboard(run_dir: Path, registry: Registry, console: Console, keys: set[str],
+                     headline: tuple[str, ...] | None) -> None:
+    """Write the leaderboard files of the cells in `keys` and print their compact form: a few headline
+    values per row and the overall ranking; the full table (every metric, with intervals) is in
+    leaderboard.md and the report."""
+    board = build_leaderboard(run_dir, metric_directions(registry), keys)
     save_leaderboard(run_dir, board)
     for table in terminal_summary(board, headline):
         console.print(table)
@@ -285,7 +287,7 @@ def cmd_run(args: argparse.Namespace, suite: Suite, registry: Registry, console:
         console.print(f"nothing new since the last run: {args.out / 'leaderboard.md'} and "
                       f"{args.out / 'report.html'} are current", markup=False, soft_wrap=True)
         return
-    show_leaderboard(args.out, registry, console, suite.headline)
+    show_leaderboard(args.out, registry, console, keys, suite.headline)
     console.print(f"report: {write_report(args.out, registry, keys=keys)}")
     write_json_atomic(args.out / OUTPUTS_STAMP, stamp)
 
@@ -372,7 +374,8 @@ def execute(args: argparse.Namespace) -> int:
         elif suite is not None:
             cmd_run(args, suite, registry, console)
         elif args.command == "leaderboard":
-            show_leaderboard(args.run_dir, registry, console, manifest_suite(args.run_dir).headline)
+            ran = manifest_suite(args.run_dir)
+            show_leaderboard(args.run_dir, registry, console, {cell.key for cell in expand(ran, registry)}, ran.headline)
         elif args.command == "report":
             keys = suite_keys(args.run_dir, registry)
             console.print(f"report: {write_report(args.run_dir, registry, args.out, keys)}")
