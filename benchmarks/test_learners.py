@@ -18,8 +18,8 @@ from dpgym import Budget
 from dpgym.privacy import accountants
 from dpgym.privacy.accountants import PRVAccountant, calibrate_noise_multiplier
 from dpgym.plugins.datasets import adult_expm
-from dpgym.plugins.learners.dpsgd_lr import DPSGDLR
-from dpgym.plugins.learners.expm_nf_lr import ExpMNFLR
+from dpgym.plugins.learners.dpsgd_lr.model import DPSGDLR
+from dpgym.plugins.learners.expm_nf_lr.model import ExpMNFLR
 from dpgym.plugins.learners.logistic import summed_l2
 
 EPSILONS = (1e-3, 1.0)

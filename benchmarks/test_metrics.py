@@ -18,7 +18,8 @@ from threadpoolctl import threadpool_limits
 from dpgym.privacy.budget import Budget
 from dpgym.plugins.datasets import adult, census
 from dpgym.plugins.generators.independent import SPEC as INDEPENDENT
-from dpgym.plugins.metrics import fidelity, utility
+from dpgym.plugins.metrics.fidelity import compute as fidelity
+from dpgym.plugins.metrics.utility import compute as utility
 from dpgym.specs import MetricContext
 
 DATASETS = {"adult": (adult.load, adult.schema), "census": (census.load, census.schema)}

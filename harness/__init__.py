@@ -21,7 +21,7 @@ __version__ = "0.1.0"
 _LAZY = {
     # the contract's data types (pandas): schemas and the plugin specs
     **dict.fromkeys(["Column", "ColumnKind", "Schema", "SchemaError"], "dpgym.schema"),
-    **dict.fromkeys(["AuditedLearner", "Capability", "CellInfo", "CellResult", "DatasetSpec", "DensityModel",
+    **dict.fromkeys(["AuditedLearner", "Capability", "CellInfo", "CellResult", "DatasetSpec", "Deferred", "DensityModel",
                      "Direction", "Generator", "GeneratorSpec", "Learner", "LearnerSpec", "MetricContext",
                      "MetricResult", "MetricSpec", "Model", "SpecError", "SpecLookup", "Split"], "dpgym.specs"),
     # calibration of one Gaussian release, and the independent re-accounting (scipy, prv-accountant)
@@ -84,6 +84,7 @@ if TYPE_CHECKING:
         CellInfo,
         CellResult,
         DatasetSpec,
+        Deferred,
         DensityModel,
         Direction,
         Generator,

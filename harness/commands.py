@@ -1,6 +1,8 @@
 """The `dpgym` commands: list plugins, run a grid, build its leaderboard and report, check a run
 against a baseline, draft a schema, scaffold a plugin. `dpgym.cli` parses the arguments and imports
-this module only then.
+this module only then. The runner, leaderboard, report and CI-gate modules (scipy, scikit-learn,
+seaborn, scikit-posthocs) are imported inside the commands that use them, so that `dpgym list`, a dry
+run and an argument error answer without them.
 """
 
 from __future__ import annotations
@@ -16,21 +18,15 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from dpgym.check import compare, load_baseline, summarise, write_baseline
 from dpgym.datafiles import DatasetUnavailable
-from dpgym.executors import Plan, start_early
 from dpgym.grid import default_metrics, expand
 from dpgym.inference import UnreadableTable, draft_toml, infer_schema, read_table
-from dpgym.leaderboard import build_leaderboard, save_leaderboard, terminal_summary
 from dpgym.preflight import InputError, check_datasets, check_out
 from dpgym.registry import PluginError, Registry
-from dpgym.report import write_report
-from dpgym.report.build import metric_info
-from dpgym.runner import run_suite, runs_again
 from dpgym.scaffold import ScaffoldError, new_plugin
 from dpgym.schema import SchemaError
 from dpgym.specs import Direction, SpecError
-from dpgym.store import RunStore, StoreError, write_json_atomic
+from dpgym.store import RunStore, StoreError, runs_again, write_json_atomic
 from dpgym.suite import (
     MethodConfig,
     Settings,
@@ -133,6 +129,8 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
 
 
 def metric_directions(registry: Registry) -> dict[str, Direction]:
+    from dpgym.report.build import metric_info
+
     return metric_info(registry)[0]
 
 
@@ -151,6 +149,8 @@ def show_leaderboard(run_dir: Path, registry: Registry, console: Console, keys: 
     """Write the leaderboard files of the cells in `keys` and print their compact form: a few headline
     values per row and the overall ranking; the full table (every metric, with intervals) is in
     leaderboard.md and the report."""
+    from dpgym.leaderboard import build_leaderboard, save_leaderboard, terminal_summary
+
     board = build_leaderboard(run_dir, metric_directions(registry), keys)
     save_leaderboard(run_dir, board)
     for table in terminal_summary(board, headline):
@@ -214,11 +214,13 @@ def cmd_list(registry: Registry, console: Console) -> None:
 
 
 def check_run(suite: Suite, registry: Registry, err: Console, store: RunStore, retry_failed: bool) -> None:
-    """What a run checks before its first cell, a dry run too: the grid (names, hyper-parameters)
+    """What a run checks before its first cell, a dry run too: the grid (names, hyper-parameters'
+    names and types; the runner builds each plugin before its first cell, which checks their values)
     and every dataset with a cell still to run, loaded once against its schema (a finished run
     resumed loads none). Warnings (an unreviewed schema) print once."""
-    pending = {cell.dataset for cell in expand(suite, registry) if runs_again(store.finished(cell.key), retry_failed)}
-    dataset_warnings = check_datasets(replace(suite, datasets=tuple(d for d in suite.datasets if d in pending)),
+    pending = [cell for cell in expand(suite, registry) if runs_again(store.finished(cell.key), retry_failed)]
+    datasets = {cell.dataset for cell in pending}
+    dataset_warnings = check_datasets(replace(suite, datasets=tuple(d for d in suite.datasets if d in datasets)),
                                       registry) if pending else []
     notes = left_out_metrics(suite, registry) if suite.metrics is None else []
     for note in dataset_warnings:
@@ -272,6 +274,9 @@ def likely_finished(run_dir: Path, suite: Suite) -> bool:
 
 
 def cmd_run(args: argparse.Namespace, suite: Suite, registry: Registry, console: Console) -> None:
+    from dpgym.report import write_report
+    from dpgym.runner import run_suite
+
     store = RunStore(args.out)
     summary = run_suite(suite, store, registry, retry_failed=args.retry_failed, show_progress=not args.no_progress,
                         settings=settings_from_args(args))
@@ -318,6 +323,8 @@ def cmd_plan(args: argparse.Namespace, suite: Suite, registry: Registry, console
 
 def cmd_check(args: argparse.Namespace, registry: Registry, console: Console) -> int:
     """0: no regression; 1: a metric or privacy regression (listed); errors raise (exit 2)."""
+    from dpgym.check import compare, load_baseline, summarise, write_baseline
+
     if not 0 < args.alpha < 1:
         raise SuiteError(f"--alpha must lie in (0, 1), got {args.alpha}")
     keys = suite_keys(args.run_dir, registry)
@@ -363,7 +370,12 @@ def execute(args: argparse.Namespace) -> int:
         if suite is not None:
             check_out(args.out)
         if suite is not None and not args.dry_run and not likely_finished(args.out, suite):
-            start_early(Plan.resolve(settings_from_args(args).over(suite.settings)), list(suite.datasets))
+            from dpgym.executors import Plan, start_early
+            from dpgym.worker import ALL_METRICS
+
+            metrics = list(suite.metrics) if suite.metrics is not None else [ALL_METRICS]
+            start_early(Plan.resolve(settings_from_args(args).over(suite.settings)), list(suite.datasets),
+                        [method.name for method in suite.configs] + metrics)
         registry = Registry.discover()
         if suite is not None:
             check_run(suite, registry, err, RunStore(args.out), args.retry_failed)
@@ -377,6 +389,8 @@ def execute(args: argparse.Namespace) -> int:
             ran = manifest_suite(args.run_dir)
             show_leaderboard(args.run_dir, registry, console, {cell.key for cell in expand(ran, registry)}, ran.headline)
         elif args.command == "report":
+            from dpgym.report import write_report
+
             keys = suite_keys(args.run_dir, registry)
             console.print(f"report: {write_report(args.run_dir, registry, args.out, keys)}")
         elif args.command == "schema":

@@ -13,6 +13,7 @@ import hashlib
 import json
 import math
 import zlib
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,7 +22,7 @@ import numpy as np
 import dpgym
 from dpgym.privacy import Budget
 from dpgym.registry import Registry
-from dpgym.specs import Capability, CellInfo, DatasetSpec, SpecError
+from dpgym.specs import Capability, CellInfo, DatasetSpec, SpecError, checked_params
 from dpgym.suite import DEVICES, MethodConfig, Suite
 
 STREAMS = ("fit", "sample", "evaluate")
@@ -117,8 +118,10 @@ def _has_target(dataset: DatasetSpec) -> bool:
 
 
 def expand(suite: Suite, registry: Registry) -> list[Cell]:
-    """All cells of the suite; unknown plugin names and hyper-parameters fail here, before any work.
-    A suite that names no metrics gives each cell `default_metrics` for its method and dataset."""
+    """All cells of the suite; unknown plugin names, unknown hyper-parameters and values of the wrong
+    type fail here, before any work, without importing any plugin's model code (`check_builds` does
+    that for the cells a run will run). A suite that names no metrics gives each cell
+    `default_metrics` for its method and dataset."""
     options = {name: json.dumps(registry.metric(name).resolve_options(given), sort_keys=True)
                for name, given in suite.metric_options.items()}
 
@@ -134,7 +137,7 @@ def expand(suite: Suite, registry: Registry) -> list[Cell]:
     for method in suite.configs:
         provided = registry.get(method.kind, method.name)
         params = {**provided.spec.defaults, **method.params}
-        _check_params(method, provided.spec)
+        _check_names_and_types(method, provided.spec)
         for dataset_name in suite.datasets:
             dataset = registry.dataset(dataset_name)
             identity = dataset.identity or dataset.name
@@ -166,11 +169,26 @@ def expand(suite: Suite, registry: Registry) -> list[Cell]:
     return cells
 
 
-def _check_params(method: MethodConfig, spec: Any) -> None:
-    """Build the plugin once, so unknown or invalid hyper-parameters are a user error before any work."""
+def _check_names_and_types(method: MethodConfig, spec: Any) -> None:
     device = method.params.get("device")
     if device is not None and device not in DEVICES:  # the harness resolves it, not the plugin
         raise SpecError(f"{method.kind} {method.name!r}: device must be one of {', '.join(DEVICES)}, got {device!r}")
+    checked_params(method.kind, spec.name, spec.defaults, method.params)
+
+
+def check_builds(cells: Iterable[Cell], registry: Registry) -> None:
+    """Build each method of `cells` once, so that the plugin's own checks of its hyper-parameter values
+    are a user error before any cell runs. This imports the plugins' model code: a run calls it for the
+    cells it is about to run, not a dry run or a resumed run with nothing left."""
+    seen: set[str] = set()
+    for cell in cells:
+        identity = json.dumps([cell.method.kind, cell.method.name, cell.method.params], sort_keys=True, default=str)
+        if identity not in seen:
+            seen.add(identity)
+            _build(cell.method, registry.get(cell.method.kind, cell.method.name).spec)
+
+
+def _build(method: MethodConfig, spec: Any) -> None:
     try:
         spec.build(method.params)
     except SpecError:

@@ -24,10 +24,10 @@ from rich.text import Text
 from dpgym.activity import Activity
 from dpgym.cell import cell_header, unrecorded
 from dpgym.executors import Plan, make_executor
-from dpgym.grid import Cell, expand
+from dpgym.grid import Cell, check_builds, expand
 from dpgym.registry import Registry
 from dpgym.specs import CellResult
-from dpgym.store import RunStore
+from dpgym.store import RunStore, runs_again
 from dpgym.suite import Settings, Suite
 from dpgym.worker import Outcome, sweep_temp
 
@@ -50,6 +50,7 @@ def run_suite(suite: Suite, store: RunStore, registry: Registry, retry_failed: b
     """
     plan = Plan.resolve((settings or Settings()).over(suite.settings))
     cells = expand(suite, registry)
+    check_builds((c for c in cells if runs_again(store.finished(c.key), retry_failed)), registry)
     summary = RunSummary(total=len(cells))
     with store.locked():
         sweep_temp()  # what runs killed on this host left in the temporary folder, which their exit would remove
@@ -167,12 +168,6 @@ class RunProgress(Progress):
                 table.add_row(f"  {cell.title}", Text(cell.stage, style="magenta"),
                               f"{duration(cell.stage_seconds)} in stage, {duration(cell.cell_seconds)} in all")
             yield table
-
-
-def runs_again(finished: dict[str, Any] | None, retry_failed: bool) -> bool:
-    """Whether a run (re)does a cell with this stored result: one not run yet, or with `retry_failed`
-    one that failed or was unavailable."""
-    return finished is None or (retry_failed and finished["status"] in ("failed", "unavailable"))
 
 
 def outcome_result(cell: Cell, outcome: Outcome, registry: Registry) -> dict[str, Any]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+import importlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -15,6 +16,34 @@ from dpgym.schema import Schema
 
 class SpecError(ValueError):
     """A plugin returned a malformed spec."""
+
+
+@dataclass(frozen=True)
+class Deferred:
+    """A callable named by ``"module:attribute"`` and imported on its first call.
+
+    A plugin's entry-point module is imported whenever plugins are discovered (`dpgym list`, a
+    typo in a generator's name, `--dry-run`); a spec whose `factory` (or a metric's `compute`, a
+    dataset's `load`) is a `Deferred` keeps its model code, and the torch or JAX that code imports,
+    out of that module until a cell really builds the model.
+    """
+
+    reference: str
+
+    def __post_init__(self) -> None:
+        module, colon, attribute = self.reference.partition(":")
+        if not (module and colon and attribute):
+            raise SpecError(f"Deferred({self.reference!r}): expected 'package.module:attribute'")
+
+    def resolve(self) -> Callable[..., Any]:
+        module, _, attribute = self.reference.partition(":")
+        target: Any = importlib.import_module(module)
+        for part in attribute.split("."):
+            target = getattr(target, part)
+        return target
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.resolve()(*args, **kwargs)
 
 
 class Capability(enum.StrEnum):

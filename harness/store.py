@@ -91,6 +91,12 @@ def write_json_atomic(path: Path, payload: Any) -> None:
     os.replace(tmp, path)
 
 
+def runs_again(finished: dict[str, Any] | None, retry_failed: bool) -> bool:
+    """Whether a run (re)does a cell with this stored result: one not run yet, or with `retry_failed`
+    one that failed or was unavailable."""
+    return finished is None or (retry_failed and finished["status"] in ("failed", "unavailable"))
+
+
 class RunStore:
     def __init__(self, root: Path):
         self.root = Path(root).absolute()  # fixed when opened: code run in the driver may change directory

@@ -55,6 +55,10 @@ THREAD_ENV = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUM
 SCRATCH_PREFIX = "dpgym-cell-"  # + host hash-pid-start-random: see _scratch_folder
 OWNER_PREFIX = "dpgym-owner-"  # + host hash-pid-start: see _tag_temp_dir
 WARM_DATASETS_ENV = "DPGYM_WARM_DATASETS"  # read by dpgym.worker_preload in the forkserver
+# Also read there: the generators, learners and metrics whose code (named by `Deferred` in their specs)
+# the server imports up front; "*" stands for every metric.
+WARM_CODE_ENV = "DPGYM_WARM_CODE"
+ALL_METRICS = "*"
 PARENT_ENV = "DPGYM_FORKSERVER_PARENT"  # read by dpgym.worker_preload: see start_forkserver
 
 
@@ -190,10 +194,11 @@ def _tag_temp_dir() -> None:
     (Path(multiprocessing.util.get_temp_dir()) / f"{OWNER_PREFIX}{_owner()}").touch()
 
 
-def start_forkserver(plugins: str, datasets: list[str], wait: bool = True) -> None:
+def start_forkserver(plugins: str, datasets: list[str], code: list[str] = (), wait: bool = True) -> None:
     """Start (and warm) the forkserver now rather than inside the first cell's time limit.
 
-    With `wait`, return once its preload (imports, plugin discovery, the datasets) is done; without,
+    With `wait`, return once its preload (imports, plugin discovery, the datasets, the code of the
+    generators, learners and metrics named in `code`) is done; without,
     return at once, so that the driver's own start-up overlaps the server's. The server reads the
     warm-up lists from its environment when it starts; a server already running keeps its warm
     state, which is only an optimisation: children rediscover as needed.
@@ -201,8 +206,9 @@ def start_forkserver(plugins: str, datasets: list[str], wait: bool = True) -> No
     from multiprocessing import forkserver
 
     ctx = _context()
-    saved = {name: os.environ.get(name) for name in (WARM_DATASETS_ENV, PLUGINS_ENV, PARENT_ENV)}
-    os.environ.update({WARM_DATASETS_ENV: "\n".join(datasets), PLUGINS_ENV: plugins})  # names hold commas
+    saved = {name: os.environ.get(name) for name in (WARM_DATASETS_ENV, WARM_CODE_ENV, PLUGINS_ENV, PARENT_ENV)}
+    os.environ.update({WARM_DATASETS_ENV: "\n".join(datasets), WARM_CODE_ENV: "\n".join(code),
+                       PLUGINS_ENV: plugins})  # names hold commas
     # The server dies with this process (die_with_parent) only if the main thread starts it: it would
     # die with any other thread, which may end first. A server started otherwise (by another thread,
     # or by a cell on a dask worker) stops as multiprocessing stops it, once no process holds its pipe.

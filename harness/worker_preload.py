@@ -1,5 +1,7 @@
-"""Imported once by the forkserver: pays imports, plugin discovery and dataset loading up front,
-so that every cell's child (forked from the server) starts warm.
+"""Imported once by the forkserver: pays imports, plugin discovery, dataset loading and the import of
+the run's model and metric code up front, so that every cell's child (forked from the server) starts
+warm. Discovery alone imports no model code (specs name it with `Deferred`); the server imports the
+code of the generators, learners and metrics the run names.
 
 Nothing here may raise: the forkserver only tolerates ImportError from its preload, and a broken
 plugin or dataset must fail its own cells (with its own message), not the server.
@@ -13,9 +15,10 @@ import os
 import sys
 import warnings
 
-from dpgym.registry import PLUGINS_ENV
+from dpgym.registry import PLUGINS_ENV, Registry
 from dpgym.cell import load_split
-from dpgym.worker import PARENT_ENV, WARM_DATASETS_ENV, die_with_parent, worker_registry
+from dpgym.specs import Deferred
+from dpgym.worker import ALL_METRICS, PARENT_ENV, WARM_CODE_ENV, WARM_DATASETS_ENV, die_with_parent, worker_registry
 
 
 def _die_with_driver() -> None:
@@ -24,6 +27,17 @@ def _die_with_driver() -> None:
     parent = os.environ.pop(PARENT_ENV, "")
     if parent.isdigit():
         die_with_parent(int(parent))
+
+
+def _import_code(registry: Registry, names: list[str]) -> None:
+    """Import the code behind the named generators, learners (``via_synthetic:GENERATOR`` names both)
+    and metrics."""
+    wanted = {part for name in names for part in name.split(":")}
+    specs = [p.spec.factory for kind in ("generator", "learner") for n, p in registry.kinds[kind].items() if n in wanted]
+    specs += [p.spec.evaluate for n, p in registry.kinds["metric"].items() if n in wanted or ALL_METRICS in wanted]
+    for code in specs:
+        if isinstance(code, Deferred):
+            code.resolve()
 
 
 def _warm() -> None:
@@ -35,6 +49,7 @@ def _warm() -> None:
             # Validation's first call imports and initialises lazily loaded pandas/pyarrow code
             # (~0.3 s); paying it here keeps it out of every cell.
             dataset.schema().conform(split.train.head(100), "warm-up")
+        _import_code(registry, list(filter(None, os.environ.get(WARM_CODE_ENV, "").split("\n"))))
         if "torch" in sys.modules:  # a plugin imported it: the deterministic-mode switch every torch
             importlib.import_module("torch._inductor")  # cell makes imports this lazily (~0.45 s)
     except Exception:  # noqa: BLE001 - see the module docstring

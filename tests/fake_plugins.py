@@ -29,7 +29,7 @@ from dpgym import (
 )
 from dpgym import cell_threads
 from dpgym.plugins.generators.independent import SPEC as INDEPENDENT_SPEC
-from dpgym.plugins.generators.independent import Independent
+from dpgym.plugins.generators.independent.model import Independent
 from dpgym.plugins.generators.uniform import Uniform
 
 

@@ -14,7 +14,6 @@ from functools import cache
 
 import numpy as np
 import pandas as pd
-from sklearn.model_selection import train_test_split
 
 from dpgym import DatasetSpec, Schema, Split, hookimpl
 from dpgym.plugins.datasets import adult
@@ -48,6 +47,7 @@ def _pooled() -> pd.DataFrame:
 
 def three_way() -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """Stratified train/dev/test (64/16/20) in schema form."""
+    from sklearn.model_selection import train_test_split  # here, not at the top: `dpgym list` imports this module
     rows = schema().conform(_pooled(), "adult.data + adult.test without '?' rows")
     y = rows[schema().target].to_numpy()
     rest, test = train_test_split(np.arange(len(rows)), test_size=FRACTIONS[2], stratify=y, random_state=SPLIT_SEED)

@@ -21,7 +21,6 @@ from functools import cache, partial
 from pathlib import Path
 
 import pandas as pd
-from sklearn.model_selection import train_test_split
 
 from dpgym import (
     DatasetSpec, DatasetUnavailable, REPO_DATA, Schema, SpecLookup, Split, data_root, hookimpl, sha256_of, verified,
@@ -106,6 +105,7 @@ def _read(path: Path) -> pd.DataFrame:
 
 
 def load(data_dir: str | None = None) -> Split:
+    from sklearn.model_selection import train_test_split  # here, not at the top: `dpgym list` imports this module
     path = locate(data_dir)
     rows = schema().conform(_read(path), str(path))
     train, test = train_test_split(rows, test_size=TEST_ROWS, stratify=rows["Cover_Type"], random_state=SPLIT_SEED)

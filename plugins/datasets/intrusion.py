@@ -16,7 +16,6 @@ from __future__ import annotations
 from functools import cache, partial
 
 import pandas as pd
-from sklearn.model_selection import train_test_split
 
 from dpgym import (
     Column, ColumnKind, DatasetSpec, REPO_DATA, Schema, SchemaError, Split, files_availability, hookimpl, verified,
@@ -73,6 +72,7 @@ def _read() -> pd.DataFrame:
 
 
 def _split(frame: pd.DataFrame) -> Split:
+    from sklearn.model_selection import train_test_split  # here, not at the top: `dpgym list` imports this module
     train, test = train_test_split(
         frame, test_size=TEST_ROWS, stratify=frame["attack"], random_state=SPLIT_SEED
     )

@@ -14,7 +14,6 @@ import functools
 from collections.abc import Callable
 
 import numpy as np
-from sklearn.model_selection import train_test_split
 
 from dpgym import DatasetSpec, SpecLookup, Split, combined_checksum
 
@@ -73,6 +72,7 @@ def rebalance(split: Split, target: str, undersample: float, test: float | None)
     rate and re-split per dataset); DP-HFlow may have reused it, which is not known
     (docs/methods/dp-hflow.md#datasets). The variant is the dataset: the generator's DP guarantee is
     with respect to the training part it receives."""
+    from sklearn.model_selection import train_test_split  # here, not at the top: `dpgym list` imports this module
     rng = np.random.default_rng(REBALANCE_SEED)
     labels = split.train[target]
     majority = np.flatnonzero((labels == labels.value_counts().idxmax()).to_numpy())

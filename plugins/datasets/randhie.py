@@ -15,7 +15,6 @@ from functools import cache, partial
 
 import numpy as np
 import pandas as pd
-from sklearn.model_selection import GroupShuffleSplit
 
 from dpgym import DatasetSpec, REPO_DATA, Schema, Split, files_availability, hookimpl, verified
 
@@ -40,6 +39,7 @@ def _health(frame: pd.DataFrame) -> pd.Series:
 
 def person_split(persons: pd.Series) -> tuple[np.ndarray, np.ndarray]:
     """Row positions of the training and test persons."""
+    from sklearn.model_selection import GroupShuffleSplit  # here, not at the top: `dpgym list` imports this module
     splitter = GroupShuffleSplit(n_splits=1, test_size=TEST_SHARE, random_state=SPLIT_SEED)
     return next(splitter.split(persons, groups=persons))
 

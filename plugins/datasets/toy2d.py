@@ -1,7 +1,9 @@
 """The 2-D synthetic sets of DP-NF: half_moons, pinwheel and eight_gaussians, 30,000 points each.
 
 Each set is generated from a fixed seed (0), so it is the same on every machine; its checksum is
-the sha256 of the generated values. The split is DP-NF's: fold k of
+the sha256 of the generated values, recorded in `CHECKSUMS` (so that listing the datasets generates
+nothing) and checked whenever a set is generated: a library that changed what a seed draws makes the
+dataset unavailable rather than silently another one. The split is DP-NF's: fold k of
 ``KFold(10, shuffle=True, random_state=0)`` is the test set (3,000 points), the rest trains; the
 plain name is fold 1, ``NAME:fold=k`` picks another. Data are in their raw scale (bounds in
 ``datasets/toy2d/*.toml``); the DP-NF spec z-scores them inside the model with training-fold
@@ -16,10 +18,8 @@ from functools import cache, partial
 
 import numpy as np
 import pandas as pd
-from sklearn.datasets import make_moons
-from sklearn.model_selection import KFold
 
-from dpgym import DatasetSpec, REPO_DATA, Schema, SpecLookup, Split, hookimpl
+from dpgym import DatasetSpec, DatasetUnavailable, REPO_DATA, Schema, SpecLookup, Split, hookimpl
 from dpgym.plugins.datasets.parametric import fold_number, parse_options
 
 N_POINTS = 30_000
@@ -28,6 +28,7 @@ FOLDS = 10
 
 
 def half_moons(seed: int) -> np.ndarray:
+    from sklearn.datasets import make_moons  # here, not at the top: `dpgym list` imports this module
     points, _ = make_moons(n_samples=N_POINTS, noise=0.05, random_state=seed)
     return points
 
@@ -58,6 +59,11 @@ GENERATORS: dict[str, Callable[[int], np.ndarray]] = {
     "pinwheel": pinwheel,
     "eight_gaussians": eight_gaussians,
 }
+CHECKSUMS = {
+    "half_moons": "901a842077619b072763a1b1aefb44092ee87e3fd0048863fe7bee2264e9ccd2",
+    "pinwheel": "f8e6c7b8116698727f94d086fe7ac5799704cb57af311081114b9986e4845bae",
+    "eight_gaussians": "1d106029749b61da1e26956b72280714a8b8cf8234cff20d6e054dc07d5964cc",
+}
 DESCRIPTIONS = {
     "half_moons": "DP-NF Half-Moons: make_moons(30000, noise=0.05)",
     "pinwheel": "DP-NF Pinwheel: 5 arms x 6,000 points (Johnson et al. 2016)",
@@ -73,18 +79,19 @@ def schema(name: str) -> Schema:
 @cache
 def points(name: str) -> pd.DataFrame:
     values = GENERATORS[name](SEED)
-    return schema(name).conform(pd.DataFrame(values, columns=schema(name).names), name)
+    rows = schema(name).conform(pd.DataFrame(values, columns=schema(name).names), name)
+    found = hashlib.sha256(np.ascontiguousarray(rows.to_numpy()).tobytes()).hexdigest()
+    if found != CHECKSUMS[name]:
+        raise DatasetUnavailable(f"dataset {name!r}: the generated points have sha256 {found[:12]}…, not the recorded "
+                                 f"{CHECKSUMS[name][:12]}…: numpy or scikit-learn now draw other points from seed {SEED}")
+    return rows
 
 
 def load(name: str, fold: int) -> Split:
+    from sklearn.model_selection import KFold  # here, not at the top: `dpgym list` imports this module
     rows = points(name)
     train, test = list(KFold(FOLDS, shuffle=True, random_state=0).split(rows))[fold - 1]
     return Split(train=rows.iloc[train].reset_index(drop=True), test=rows.iloc[test].reset_index(drop=True))
-
-
-@cache
-def checksum(name: str) -> str:
-    return hashlib.sha256(np.ascontiguousarray(points(name).to_numpy()).tobytes()).hexdigest()
 
 
 @cache  # one spec object per variant, so the runner's per-process load cache is hit
@@ -100,7 +107,7 @@ def spec(name: str, fold: int = 1) -> DatasetSpec:
                 if name == "pinwheel" else "")
         ),
         license="generated (no data licence)",
-        checksum=checksum(name),
+        checksum=CHECKSUMS[name],
         description=f"{DESCRIPTIONS[name]}; seed {SEED}; test fold {fold} of KFold(10, seed 0)",
     )
     if fold != 1:

@@ -23,7 +23,6 @@ from pathlib import Path
 from typing import NoReturn
 
 import pandas as pd
-from sklearn.model_selection import train_test_split
 
 from dpgym import (
     DatasetSpec, DatasetUnavailable, PARQUET_SUFFIXES, Schema, SchemaError, SpecLookup, Split,
@@ -77,6 +76,7 @@ def _rows(path: Path) -> tuple[pd.DataFrame, str]:
 
 
 def load(data: Path, options: dict) -> Split:
+    from sklearn.model_selection import train_test_split  # here, not at the top: `dpgym list` imports this module
     schema_path = options.get("schema") or default_schema_path(data)
     table = schema(schema_path)
     frame, what = _rows(data)

@@ -111,6 +111,6 @@ def toy_exact_check(learner_factory, epsilon: float, n: int = 300, half_width: f
 
 
 def _fit_toy(learner, x: torch.Tensor, y: torch.Tensor, epsilon: float, seed: int):
-    from dpgym.plugins.learners.expm_nf_lr import fit_flow
+    from dpgym.plugins.learners.expm_nf_lr.model import fit_flow
 
     return fit_flow(learner, x, y, None, beta=epsilon / 2, seed=seed)

@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 
 from dpgym import MetricContext, computed_once, digest
-from dpgym.plugins.metrics import fidelity
+from dpgym.plugins.metrics.fidelity import compute as fidelity
 
 
 def test_an_entry_is_computed_once_and_read_back_exactly(tmp_path, monkeypatch):

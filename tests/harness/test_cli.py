@@ -124,3 +124,39 @@ def test_help_and_a_bad_option_load_no_data_or_model_package():
              "print(sorted(m for m in ('pandas', 'scipy', 'sklearn', 'torch') if m in sys.modules))")
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
     assert done.stdout.strip().splitlines()[-1] == "[]"
+
+
+MODEL_PACKAGES = ("torch", "opacus", "jax", "mbi", "sklearn", "scipy", "xgboost", "matplotlib", "prv_accountant")
+
+
+def test_list_a_name_error_and_a_dry_run_import_no_model_code(tmp_path):
+    """Plugin discovery imports each installed plugin's entry module only: its spec names its code with
+    `Deferred`, so listing, a typo in a generator's name and a dry run leave torch, JAX, scikit-learn
+    and scipy unloaded (the first-party plugins and the runner both keep to this)."""
+    probe = ("import contextlib, io, sys\nfrom dpgym.cli import main\n"
+             f"for argv in (['list'], ['run', '--generators', 'dp_hflw', '--datasets', 'adult', '--out', {str(tmp_path / 'a')!r}],\n"
+             f"             ['run', '--generators', 'dp_hflow,independent', '--datasets', 'adult', '--epsilons', '1', '--dry-run', '--out', {str(tmp_path / 'b')!r}]):\n"
+             "    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):\n"
+             "        print(main(argv), file=sys.__stdout__)\n"
+             f"print(sorted(m for m in {MODEL_PACKAGES!r} if m in sys.modules))")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "COLUMNS": "250"})
+    assert done.stdout.strip().splitlines() == ["0", "2", "0", "[]"], done.stdout + done.stderr
+
+
+def test_every_installed_entry_module_is_light():
+    """Each first-party plugin module, imported alone, loads none of the model packages: a new plugin
+    that imports torch or JAX at the top of its entry module fails here, not in a user's `dpgym list`."""
+    from importlib.metadata import entry_points
+
+    modules = sorted(ep.value.split(":")[0] for ep in entry_points(group="dpgym") if ep.dist and ep.dist.name == "dpgym")
+    probe = ("import importlib, sys\n"
+             f"for module in {modules!r}:\n"
+             "    before = set(sys.modules)\n"
+             "    importlib.import_module(module)\n"
+             f"    heavy = sorted(m for m in set(sys.modules) - before if m.split('.')[0] in {MODEL_PACKAGES!r})\n"
+             "    if heavy:\n"
+             "        print(module, sorted({m.split('.')[0] for m in heavy}))\n")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "", f"entry modules importing model packages:\n{done.stdout}"

@@ -12,7 +12,7 @@ import pytest
 
 from dpgym.leaderboard import write_leaderboard
 from dpgym.registry import Registry
-from dpgym.grid import expand, seed_streams
+from dpgym.grid import check_builds, expand, seed_streams
 from dpgym.specs import SpecError
 from dpgym.store import RunStore, StoreError
 from dpgym.suite import MethodConfig, Settings, Suite, SuiteError, apply_overrides, load_suite
@@ -240,7 +240,7 @@ def test_invalid_hyper_parameter_values_are_a_user_error_naming_the_generator(re
     suite = Suite("test", (MethodConfig("independent", {"numeric_bins": 0}),), ("adult",), (1.0,), (0,), 1e-5)
     with pytest.raises(SpecError, match=r"generator 'independent': invalid hyper-parameters \{'numeric_bins': 0\}: "
                                         r"ValueError: numeric_bins must be ≥ 1"):
-        expand(suite, registry)
+        check_builds(expand(suite, registry), registry)
 
 
 def test_a_device_the_harness_cannot_resolve_is_a_user_error_not_auto(registry):

@@ -7,7 +7,7 @@ import pytest
 
 from dpgym import ColumnKind
 from dpgym.plugins.datasets import adult_autogan
-from dpgym.plugins.metrics.dpautogan import diversity_columns, label_features
+from dpgym.plugins.metrics.dpautogan.compute import diversity_columns, label_features
 from dpgym.plugins.nn.mixed import MixedEncoding
 
 

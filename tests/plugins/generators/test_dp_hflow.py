@@ -16,8 +16,9 @@ from dpgym import Budget, Column, ColumnKind, Schema
 from dpgym.privacy.clipping import Flat, PerLayer, PerUnit, Sparse, split_clip_norm
 from dpgym.privacy.dpsgd import _HookEngine, _OpacusEngine
 from dpgym.specs import SpecError
-from dpgym.plugins.generators import dp_hflow
-from dpgym.plugins.generators.dp_hflow import SPEC, HFlow, Layout, VariationalDequantizer
+from dpgym.plugins.generators.dp_hflow import model as dp_hflow
+from dpgym.plugins.generators.dp_hflow import SPEC
+from dpgym.plugins.generators.dp_hflow.model import HFlow, Layout, VariationalDequantizer
 from dpgym.plugins.nn.flow_linear import LowRankFlowLinear, LUFlowLinear
 from dpgym.plugins.nn.layers import made_masks
 from dpgym.plugins.nn.shared import SharedMaskedLinear, SharedOuterProductGrad

@@ -12,6 +12,7 @@ import torch
 from dpgym import Budget, Column, ColumnKind, Guarantee, Schema
 from dpgym import calibrate_gaussian, reaccount
 from dpgym.plugins.generators import dp_merf
+from dpgym.plugins.generators.dp_merf.model import FeatureMap, embedding_release, l2_sensitivity
 from dpgym.plugins.nn.tabular import LabelledLayout
 
 SMALL = {"num_features": 64, "iterations": 5, "batch_size": 64}
@@ -19,12 +20,12 @@ SMALL = {"num_features": 64, "iterations": 5, "batch_size": 64}
 
 def feature_map(schema, num_features=200, bandwidth=0.5, seed=0):
     layout = LabelledLayout.of(schema)
-    return layout, dp_merf.FeatureMap(layout, num_features, bandwidth, torch.Generator().manual_seed(seed)).double()
+    return layout, FeatureMap(layout, num_features, bandwidth, torch.Generator().manual_seed(seed)).double()
 
 
 def release(layout, fmap, frame):
     x = torch.as_tensor(layout.features.encode(frame), dtype=torch.float64)
-    return dp_merf.embedding_release(fmap(x), torch.as_tensor(layout.labels(frame)), layout.n_classes)
+    return embedding_release(fmap(x), torch.as_tensor(layout.labels(frame)), layout.n_classes)
 
 
 def test_every_encoded_row_has_the_same_feature_norm(adult_schema):
@@ -56,7 +57,7 @@ def test_rows_with_missing_values_keep_the_feature_norm_and_so_the_sensitivity()
 def test_removing_any_row_moves_the_release_by_the_stated_sensitivity(adult_rows, adult_schema):
     layout, fmap = feature_map(adult_schema)
     full = release(layout, fmap, adult_rows)
-    bound = dp_merf.l2_sensitivity(fmap)
+    bound = l2_sensitivity(fmap)
     assert bound == pytest.approx(math.sqrt(3))
     for i in range(0, len(adult_rows), 37):
         neighbour = release(layout, fmap, adult_rows.drop(index=i))
@@ -71,14 +72,14 @@ def test_sensitivity_follows_the_kinds_of_feature_columns(small_schema, small_fr
     numeric_only = Schema("n", (Column("a", ColumnKind.CONTINUOUS, min=0, max=1),
                                 Column("y", ColumnKind.BINARY, categories=("0", "1"))), target="y")
     layout, fmap = feature_map(numeric_only)
-    assert dp_merf.l2_sensitivity(fmap) == pytest.approx(math.sqrt(2))
+    assert l2_sensitivity(fmap) == pytest.approx(math.sqrt(2))
     frame = pd.DataFrame({"a": [0.1, 0.9, 0.4], "y": pd.Categorical(["0", "1", "1"], categories=["0", "1"])})
     change = (release(layout, fmap, frame) - release(layout, fmap, frame.iloc[:2])).norm().item()
     assert change == pytest.approx(math.sqrt(2))
     layout, fmap = feature_map(small_schema)
     frame = small_schema.conform(small_frame, "small")
     change = (release(layout, fmap, frame) - release(layout, fmap, frame.iloc[1:])).norm().item()
-    assert change == pytest.approx(dp_merf.l2_sensitivity(fmap)) == pytest.approx(math.sqrt(3))
+    assert change == pytest.approx(l2_sensitivity(fmap)) == pytest.approx(math.sqrt(3))
 
 
 def test_bandwidth_and_frequencies_do_not_depend_on_the_rows(adult_split, adult_schema):

@@ -11,13 +11,9 @@ from hypothesis import strategies as st
 
 from dpgym import Budget, Column, ColumnKind, Guarantee, Schema, gaussian_epsilon
 from dpgym.privacy.reaccount import reaccount
-from dpgym.plugins.generators.dp_mog import (
-    SPEC,
-    Mixture,
-    SufficientStatistics,
-    calibrate_noise,
-    composed_epsilon,
-    initial_mixture,
+from dpgym.plugins.generators.dp_mog import SPEC
+from dpgym.plugins.generators.dp_mog.model import (
+    Mixture, SufficientStatistics, calibrate_noise, composed_epsilon, initial_mixture,
 )
 from dpgym.plugins.nn.space import project_to_unit_ball
 

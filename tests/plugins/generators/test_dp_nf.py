@@ -14,8 +14,9 @@ from dpgym.privacy.accountants import Phase, PRVAccountant
 from dpgym.privacy.clipping import Flat, split_clip_norm
 from dpgym.privacy.dpsgd import _HookEngine, _OpacusEngine
 from dpgym.privacy.reaccount import reaccount
-from dpgym.plugins.generators.dp_nf import SPEC, GaussianMixturePrior
-from dpgym.plugins.generators.dp_mog import Mixture
+from dpgym.plugins.generators.dp_nf import SPEC
+from dpgym.plugins.generators.dp_nf.model import GaussianMixturePrior
+from dpgym.plugins.generators.dp_mog.model import Mixture
 from dpgym.plugins.nn.flows import MADE, MAF
 
 SCHEMA = Schema("ring", (Column("x", ColumnKind.CONTINUOUS, min=-3.0, max=3.0),

@@ -9,9 +9,9 @@ import pytest
 
 from dpgym import Budget, Column, ColumnKind, Schema
 from dpgym.registry import Registry
-from dpgym.plugins.generators.dp_autogan import PRESETS, build_discriminator
+from dpgym.plugins.generators.dp_autogan.model import PRESETS, build_discriminator
 from dpgym.plugins.generators.dp_hflow import DEFAULTS as HFLOW_DEFAULTS
-from dpgym.plugins.generators.dp_hflow import DPHFlow
+from dpgym.plugins.generators.dp_hflow.model import DPHFlow
 
 INF = Budget(float("inf"), 0.0)
 

@@ -14,7 +14,7 @@ from dpgym.schema import Column, ColumnKind, Schema
 from dpgym.plugins.generators.independent import SPEC as INDEPENDENT
 from dpgym.plugins.generators.real import Real
 from dpgym.plugins.generators.uniform import Uniform
-from dpgym.plugins.metrics.fidelity import ks_statistic
+from dpgym.plugins.metrics.fidelity.compute import ks_statistic
 
 
 def crosstab(frame: pd.DataFrame) -> pd.DataFrame:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dpgym import Guarantee, Ledger, LedgerEntry, LearnerSpec, hookimpl
-from dpgym.plugins.learners.nonprivate_lr import NonPrivateLR
+from dpgym.plugins.learners.nonprivate_lr.model import NonPrivateLR
 
 
 class ClaimsLaplace(NonPrivateLR):

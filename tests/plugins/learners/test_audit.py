@@ -6,7 +6,7 @@ import torch
 
 from dpgym.audit import clopper_pearson, combine, group_privacy
 from dpgym.plugins.learners import audit, logistic
-from dpgym.plugins.learners.expm_nf_lr import ExpMNFLR
+from dpgym.plugins.learners.expm_nf_lr.model import ExpMNFLR
 
 RNG = np.random.default_rng(0)
 HIGH = 0.85 + 0.01 * RNG.standard_normal(1000)  # a learner that finds the signal

@@ -7,7 +7,7 @@ import pytest
 
 from dpgym import Budget, Guarantee
 from dpgym import reaccount
-from dpgym.plugins.learners.dpsgd_lr import DPSGDLR
+from dpgym.plugins.learners.dpsgd_lr.model import DPSGDLR
 
 
 @pytest.fixture(scope="module")

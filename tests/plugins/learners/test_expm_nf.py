@@ -8,7 +8,7 @@ import torch
 
 from dpgym import Budget, Guarantee
 from dpgym import reaccount
-from dpgym.plugins.learners.expm_nf_lr import ExpMNFLR
+from dpgym.plugins.learners.expm_nf_lr.model import ExpMNFLR
 from dpgym.plugins.learners.logistic import summed_l2
 
 

@@ -4,7 +4,7 @@ import pytest
 
 from dpgym import Budget
 from dpgym.registry import PluginError
-from dpgym.plugins.learners.via_synthetic import ViaSynthetic
+from dpgym.plugins.learners.via_synthetic.model import ViaSynthetic
 
 
 def test_resolved_learner_inherits_the_generators_guarantee(learner_registry):
@@ -27,14 +27,14 @@ def test_model_from_independent_histograms_spends_the_generators_ledger(toy_spli
 
 
 def test_bad_generator_params_are_a_user_error_before_any_cell_runs(learner_registry):
-    from dpgym.grid import expand
+    from dpgym.grid import check_builds, expand
     from dpgym.specs import SpecError
     from dpgym.suite import MethodConfig, Suite
 
     bad = MethodConfig("via_synthetic:independent", {"generator_params": {"bogus": 1}}, kind="learner")
-    suite = Suite("t", (), ("adult",), (1.0,), (0,), 1e-5, learners=(bad,))
+    suite = Suite("t", (), ("adult_expm",), (1.0,), (0,), 1e-5, learners=(bad,))
     with pytest.raises(SpecError, match=r"generator 'independent': unknown hyper-parameters \['bogus'\]"):
-        expand(suite, learner_registry)
+        check_builds(expand(suite, learner_registry), learner_registry)
 
 
 def test_the_runners_device_reaches_a_generator_that_can_use_one(learner_registry):

@@ -7,7 +7,8 @@ import pandas as pd
 import pytest
 
 from dpgym.specs import MetricContext
-from dpgym.plugins.metrics import fidelity, utility
+from dpgym.plugins.metrics.fidelity import compute as fidelity
+from dpgym.plugins.metrics.utility import compute as utility
 
 pytestmark = pytest.mark.slow
 

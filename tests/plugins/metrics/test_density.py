@@ -10,7 +10,8 @@ import pytest
 from scipy.stats import multivariate_normal
 
 from dpgym import Column, ColumnKind, MetricContext, Schema
-from dpgym.plugins.metrics.density import SPEC, tail_box_anomalies
+from dpgym.plugins.metrics.density import SPEC
+from dpgym.plugins.metrics.density.compute import tail_box_anomalies
 
 SCHEMA = Schema("gauss", (Column("a", ColumnKind.CONTINUOUS, min=-10.0, max=10.0),
                           Column("b", ColumnKind.CONTINUOUS, min=-10.0, max=10.0),
@@ -90,7 +91,7 @@ def test_every_value_has_a_direction():
 
 
 def test_exponential_mechanism_ratio_is_bounded_by_e_to_the_epsilon():
-    from dpgym.plugins.metrics.density import probability_in
+    from dpgym.plugins.metrics.density.compute import probability_in
 
     k, eps = 10, 0.7
     votes = np.arange(k + 1)

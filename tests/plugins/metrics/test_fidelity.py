@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 from dpgym import hookspecs
 from dpgym.schema import Column, ColumnKind, Schema
 from dpgym.specs import Direction, MetricContext
-from dpgym.plugins.metrics import fidelity
+from dpgym.plugins.metrics import fidelity as fidelity_plugin
+from dpgym.plugins.metrics.fidelity import compute as fidelity
 
 SCHEMA = Schema(
     "toy",
@@ -141,7 +142,7 @@ def test_schema_without_numeric_columns_reports_ks_as_nan():
 def test_plugin_hook_provides_the_fidelity_spec_with_lower_is_better():
     manager = pluggy.PluginManager(hookspecs.PROJECT)
     manager.add_hookspecs(hookspecs)
-    manager.register(fidelity, name="fidelity")
+    manager.register(fidelity_plugin, name="fidelity")
     (specs,) = manager.hook.dpgym_metrics()
     (spec,) = specs
     assert spec.name == "fidelity" and not spec.requires_target

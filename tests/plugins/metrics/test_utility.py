@@ -12,7 +12,9 @@ from sklearn.metrics import roc_auc_score
 from dpgym import hookspecs
 from dpgym.schema import Column, ColumnKind, Schema
 from dpgym.specs import Direction, MetricContext
-from dpgym.plugins.metrics import utility
+from dpgym.plugins.metrics import utility as utility_plugin
+from dpgym.plugins.metrics.utility import check_options
+from dpgym.plugins.metrics.utility import compute as utility
 
 SCHEMA = Schema(
     "toy",
@@ -171,7 +173,7 @@ def test_large_synthetic_sets_train_on_a_seeded_subsample(real_split, monkeypatc
 def test_plugin_hook_provides_the_utility_spec_with_higher_is_better():
     manager = pluggy.PluginManager(hookspecs.PROJECT)
     manager.add_hookspecs(hookspecs)
-    manager.register(utility, name="utility")
+    manager.register(utility_plugin, name="utility")
     (specs,) = manager.hook.dpgym_metrics()
     (spec,) = specs
     assert spec.name == "utility" and spec.requires_target
@@ -213,4 +215,4 @@ def test_tree_leaf_size_decides_whether_a_rare_class_is_learned():
 @pytest.mark.parametrize("leaf", [0, 2.5, True, "1"])
 def test_tree_leaf_option_refuses_what_is_not_a_row_count(leaf):
     with pytest.raises(ValueError, match="tree_min_samples_leaf"):
-        utility.check_options({**utility.OPTIONS, "tree_min_samples_leaf": leaf})
+        check_options({**utility.OPTIONS, "tree_min_samples_leaf": leaf})

@@ -1,20 +1,5 @@
-"""Fidelity: how closely synthetic marginals and pairwise rank dependence match the real training rows.
-
-Values (all lower is better):
-- ``marginal_tvd``: mean over all columns of the total-variation distance between the real-train
-  and synthetic marginal. Discrete columns use their schema categories; numeric columns use
-  ``TVD_BINS`` equal-width bins over the schema's public bounds, except integer columns spanning
-  at most ``EXACT_INTEGER_VALUES`` values, which get one bin per value. A missing value is a bin.
-- ``marginal_ks``: mean two-sample Kolmogorov–Smirnov statistic over numeric columns (NaN if the
-  schema has none).
-- ``kendall_rmse`` / ``kendall_mae``: root-mean-square and mean absolute difference between the
-  real and synthetic Kendall τ-b matrices over all columns, off-diagonal upper triangle
-  (docs/methods/dp-hflow.md#evaluation). Discrete columns enter by their schema category codes, so nominal
-  columns get the schema's (data-independent) order.
-
-Bins come from the public schema, never from the real rows, so the histograms of real and
-synthetic data are comparable without tuning to either.
-"""
+"""The code of `dpgym.plugins.metrics.fidelity`, imported only when a cell uses it. What the method is, its defaults
+and where they come from: the docstring of `dpgym.plugins.metrics.fidelity`, which holds the spec."""
 
 from __future__ import annotations
 
@@ -25,9 +10,8 @@ import numpy as np
 import pandas as pd
 from scipy.stats import kendalltau, ks_2samp
 
-from dpgym import (
-    Column, ColumnKind, Direction, MetricContext, MetricResult, MetricSpec, Schema, computed_once, hookimpl,
-)
+from dpgym import Column, ColumnKind, MetricContext, MetricResult, Schema, computed_once
+from dpgym.plugins.metrics.fidelity import SPEC_VERSION
 
 TVD_BINS = 20
 EXACT_INTEGER_VALUES = 50
@@ -36,7 +20,6 @@ EXACT_INTEGER_VALUES = 50
 # two subsamples are drawn independently, which puts a floor of about 0.005 under kendall_rmse
 # (measured: a 400k-row table against itself).
 KENDALL_MAX_ROWS = 50_000
-SPEC_VERSION = "1"
 
 
 def _numeric_values(series: pd.Series) -> np.ndarray:
@@ -161,20 +144,3 @@ def evaluate(ctx: MetricContext) -> MetricResult:
         "kendall_rows": {"real": min(len(train), KENDALL_MAX_ROWS), "synthetic": min(len(synthetic), KENDALL_MAX_ROWS)},
     }
     return MetricResult(values=values, detail=detail)
-
-
-SPEC = MetricSpec(
-    name="fidelity",
-    version=SPEC_VERSION,
-    evaluate=evaluate,
-    directions={name: Direction.LOWER for name in ("marginal_tvd", "marginal_ks", "kendall_rmse", "kendall_mae")},
-    description=(
-        "Marginal total-variation distance and KS statistic on public bins, and RMSE/MAE between the "
-        "real-train and synthetic Kendall τ matrices (subsampled to 50k rows)."
-    ),
-)
-
-
-@hookimpl
-def dpgym_metrics() -> list[MetricSpec]:
-    return [SPEC]

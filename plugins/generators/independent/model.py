@@ -1,22 +1,5 @@
-"""Independent DP marginals: a noisy histogram per column on its public domain, sampled column by
-column. A real DP baseline: it keeps every marginal and no dependence between columns.
-
-With ``given_target`` (the default when the schema names a target) each feature's histogram is
-taken within each target class, so the synthetic rows keep every feature–label marginal — a DP
-naive-Bayes synthesizer, the simplest baseline whose synthetic data can train a classifier.
-
-All d histograms (d columns) are released at once. Under add/remove-one-row adjacency one row
-changes one count in each histogram by 1, so the joint release has L1 sensitivity d and L2
-sensitivity √d; the Gaussian mechanism (analytic calibration, Balle & Wang 2018) or the Laplace
-mechanism adds the same noise to every count, which splits the budget evenly across columns.
-
-Defaults and where they come from ("tuned on" marks a value chosen from rows that a suite scores):
-- mechanism "gaussian": the analytic Gaussian, calibrated exactly to (ε, δ) (docs/privacy.md#fair-budgets); why
-  it rather than Laplace: not recorded beyond the sensitivities above (√d against d).
-- numeric_bins 32: not recorded.
-- given_target True: a design choice, not a tuned one: the synthetic rows keep every feature–label marginal, so
-  a classifier can learn from them (above).
-"""
+"""The code of `dpgym.plugins.generators.independent`, imported only when a cell uses it. What the method is, its defaults
+and where they come from: the docstring of `dpgym.plugins.generators.independent`, which holds the spec."""
 
 from __future__ import annotations
 
@@ -26,9 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from dpgym import (
-    Budget, Column, ColumnKind, GeneratorSpec, Guarantee, Ledger, LedgerEntry, Schema, calibrate_gaussian, hookimpl,
-)
+from dpgym import Budget, Column, ColumnKind, Guarantee, Ledger, LedgerEntry, Schema, calibrate_gaussian
 
 
 @dataclass(frozen=True)
@@ -168,18 +149,3 @@ def _normalise(noisy_counts: np.ndarray) -> np.ndarray:
         return np.where(totals > 0, clipped / np.where(totals > 0, totals, 1.0), overall)
     total = clipped.sum()
     return clipped / total if total > 0 else np.full(len(clipped), 1.0 / len(clipped))
-
-
-SPEC = GeneratorSpec(
-    name="independent",
-    version="2",
-    factory=Independent,
-    guarantee=Guarantee.FORMAL,
-    defaults={"mechanism": "gaussian", "numeric_bins": 32, "given_target": True},
-    description="DP histograms of every column on its public domain (per target class by default), sampled independently",
-)
-
-
-@hookimpl
-def dpgym_generators() -> list[GeneratorSpec]:
-    return [SPEC]

@@ -1,13 +1,5 @@
-"""`nonprivate_lr`: the non-private Adult LR baseline (BCE or ℓ2), full-batch L-BFGS.
-
-The track's denominator is the better median of the BCE and ℓ2 runs
-(docs/methods/expm-nf.md#non-private-baseline).
-
-Defaults and where they come from ("tuned on" marks a value chosen from rows that a suite scores):
-- loss "bce": one of the paper's two losses (paper-expm-nf runs both); why BCE is the default: not recorded.
-- weight_decay 1e-6, iterations 100 (L-BFGS): not recorded. The paper trains its baseline with RMSProp and a
-  plateau scheduler, so it offers no value for either.
-"""
+"""The code of `dpgym.plugins.learners.nonprivate_lr`, imported only when a cell uses it. What the method is, its defaults
+and where they come from: the docstring of `dpgym.plugins.learners.nonprivate_lr`, which holds the spec."""
 
 from __future__ import annotations
 
@@ -15,7 +7,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from dpgym import Budget, Guarantee, Ledger, LearnerSpec, Schema, hookimpl
+from dpgym import Budget, Guarantee, Ledger, Schema
 from dpgym.plugins.learners.features import Design
 from dpgym.plugins.learners.logistic import LogisticModel, OneModelLearner, per_example_loss
 
@@ -45,18 +37,3 @@ def fit_logistic(x: np.ndarray, y: np.ndarray, loss: str, weight_decay: float, i
 
     optimizer.step(closure)
     return theta.detach().numpy().astype(np.float64)
-
-
-SPEC = LearnerSpec(
-    name="nonprivate_lr",
-    version="1",
-    factory=NonPrivateLR,
-    guarantee=Guarantee.NONE,
-    defaults={"loss": "bce", "weight_decay": 1e-6, "iterations": 100},
-    description="non-private logistic regression (BCE or ℓ2), the private-learning baseline",
-)
-
-
-@hookimpl
-def dpgym_learners() -> list[LearnerSpec]:
-    return [SPEC]

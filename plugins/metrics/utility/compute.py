@@ -1,33 +1,9 @@
-"""Utility: train a zoo of classifiers on the synthetic rows and score them on the real test split (TSTR).
-
-Values (all higher is better), each the mean over the classifiers in `CLASSIFIERS` (all ten by
-default; a suite may pick a subset with `[metric_options.utility] classifiers = [...]`, as the CI
-golden grid does for speed, and then its values are not comparable with the ten-classifier ones):
-- ``tstr_macro_f1``: macro-averaged F1 of the hard predictions (sklearn's default label set:
-  classes in the test split or predicted).
-- ``tstr_auroc``: area under the ROC curve of the predicted probability of the positive class
-  (the schema's second category of a two-category target); for more classes the macro average
-  of one-vs-rest AUROC over the classes present in the test split.
-- ``tstr_apc``: average precision, with the same positive class / macro one-vs-rest convention.
-
-Per-classifier scores, the spread across classifiers, the F1 of each target class averaged over
-the classifiers (macro-F1 hides which classes a generator lost) and any fallbacks are in `detail`.
-The zoo is dpgym's reconstruction of the nine classifiers DP-HFlow averages over
-(docs/methods/dp-hflow.md#evaluation) plus xgboost; gradient boosting is sklearn's
-HistGradientBoosting for speed.
-
-The three tree classifiers (decision tree, random forest, bagging) stop at leaves of
-``tree_min_samples_leaf`` rows, 20 by default (see `TREE_LEAF_PARAMS`); a suite may set 1, sklearn's
-default, which the DP-MERF code's zoo used.
-
-Features are encoded from the public schema only (one-hot for discrete columns, min-max by the
-public bounds for numeric ones), so nothing is fitted on the real rows; classifiers that need it
-standardize on the synthetic training rows inside their pipeline.
-"""
+"""The code of `dpgym.plugins.metrics.utility`, imported only when a cell uses it. What the method is, its defaults
+and where they come from: the docstring of `dpgym.plugins.metrics.utility`, which holds the spec."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import numpy as np
@@ -50,20 +26,12 @@ from sklearn.tree import DecisionTreeClassifier
 from threadpoolctl import threadpool_limits
 from xgboost import XGBClassifier
 
-from dpgym import Column, Direction, MetricContext, MetricResult, MetricSpec, Schema, cell_threads, hookimpl
+from dpgym import Column, MetricContext, MetricResult, Schema, cell_threads
+from dpgym.plugins.metrics.utility import CLASSIFIER_NAMES, MIN_SAMPLES_LEAF, OPTIONS, SCORES
 
 # Bounds the cost on large tables (Census, Covertype, Intrusion): above this many synthetic rows the
 # classifiers train on a seeded uniform subsample without replacement.
 MAX_TRAIN_ROWS = 50_000
-SCORES = ("macro_f1", "auroc", "apc")
-
-# Trees stop at leaves of this many rows by default. Fully grown trees score every test row 0 or 1,
-# which makes their AUROC and AP nearly meaningless, and on structureless synthetic data (uniform,
-# independent marginals) they grow about a leaf per row: forests and bagging on Adult-sized noise
-# took 1.4-1.7x the CPU time of leaves of 20. The price: a class with fewer training rows than a
-# leaf is hard to isolate. Trained on real Intrusion rows (u2r: 13 of the 50k), the three trees
-# score macro-F1 0.75-0.77 at 20 and 0.79-0.95 at 1 (10 seeds), u2r 0.00 and 0.54 on average.
-MIN_SAMPLES_LEAF = 20
 
 # name -> factory(seed). Settings are library defaults except where noted; the tree classifiers'
 # leaf size is set afterwards from the `tree_min_samples_leaf` option, through these parameters.
@@ -84,6 +52,7 @@ CLASSIFIERS: dict[str, Callable[[int], ClassifierMixin]] = {
     "bagging": lambda seed: BaggingClassifier(DecisionTreeClassifier(), random_state=seed),
     "xgboost": lambda seed: XGBClassifier(tree_method="hist", n_jobs=1, random_state=seed),
 }
+assert tuple(CLASSIFIERS) == CLASSIFIER_NAMES, "the zoo and the names its option accepts differ"
 # HistGradientBoosting's own min_samples_leaf (library default 20) is left alone.
 TREE_LEAF_PARAMS = {
     "decision_tree": "min_samples_leaf",
@@ -221,40 +190,3 @@ def evaluate(ctx: MetricContext) -> MetricResult:
         "synthetic_classes": sorted(schema.target_column.categories[k] for k in np.unique(y_train)),
     }
     return MetricResult(values=values, detail=detail)
-
-
-OPTIONS = {"classifiers": list(CLASSIFIERS), "tree_min_samples_leaf": MIN_SAMPLES_LEAF}
-
-
-def check_options(options: Mapping[str, Any]) -> None:
-    chosen = options["classifiers"]
-    if not isinstance(chosen, list | tuple) or not chosen:
-        raise ValueError(f"'classifiers' must be a non-empty list of names from {sorted(CLASSIFIERS)}")
-    unknown = sorted(set(chosen) - set(CLASSIFIERS))
-    if unknown:
-        raise ValueError(f"unknown classifiers {unknown} (known: {', '.join(CLASSIFIERS)})")
-    leaf = options["tree_min_samples_leaf"]
-    if isinstance(leaf, bool) or not isinstance(leaf, int) or leaf < 1:
-        raise ValueError(f"'tree_min_samples_leaf' must be a whole number of rows >= 1, got {leaf!r}")
-
-
-SPEC = MetricSpec(
-    name="utility",
-    version="1",
-    evaluate=evaluate,
-    directions={f"tstr_{s}": Direction.HIGHER for s in SCORES},
-    description=(
-        "Train on synthetic, test on real: macro-F1, AUROC and average precision averaged over ten "
-        "classifiers (logistic regression, decision tree, random forest, hist gradient boosting, "
-        "AdaBoost, Gaussian and Bernoulli NB, LDA, bagging, xgboost); multiclass AUROC/AP are macro "
-        "one-vs-rest; at most 50k synthetic training rows."
-    ),
-    requires_target=True,
-    options=OPTIONS,
-    validate_options=check_options,
-)
-
-
-@hookimpl
-def dpgym_metrics() -> list[MetricSpec]:
-    return [SPEC]
