@@ -150,8 +150,9 @@ def show_leaderboard(run_dir: Path, registry: Registry, console: Console, keys: 
     values per row and the overall ranking; the full table (every metric, with intervals) is in
     leaderboard.md and the report."""
     from dpgym.leaderboard import build_leaderboard, save_leaderboard, terminal_summary
+    from dpgym.report.build import generator_independent_values
 
-    board = build_leaderboard(run_dir, metric_directions(registry), keys)
+    board = build_leaderboard(run_dir, metric_directions(registry), keys, generator_independent_values(registry))
     save_leaderboard(run_dir, board)
     for table in terminal_summary(board, headline):
         console.print(table)

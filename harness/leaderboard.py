@@ -43,7 +43,7 @@ from __future__ import annotations
 import json
 import math
 import zlib
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from importlib.metadata import version
 from pathlib import Path
@@ -402,6 +402,9 @@ class Leaderboard:
     ranking: Ranking
     directions: dict[str, Direction]
     time_limit: float | None = None
+    # Values of metrics that do not depend on the generator (computed from the real rows alone), once
+    # per dataset: dataset, value, mean, std, ci_low, ci_high, seeds. They are in no generator's row.
+    dataset_values: pd.DataFrame = field(default_factory=pd.DataFrame)
 
     @property
     def metrics(self) -> list[str]:
@@ -429,16 +432,41 @@ def run_time_limit(manifest: dict[str, Any]) -> float | None:
     return float(timeout) if timeout else None
 
 
-def build_leaderboard(run_dir: Path, directions: dict[str, Direction], keys: set[str] | None = None) -> Leaderboard:
+def dataset_level(cells: pd.DataFrame, names: Iterable[str]) -> pd.DataFrame:
+    """The values in `names` (of metrics that ignore the generator) once per dataset: per seed the
+    value every finished cell of that dataset and seed shares, then mean and interval over seeds."""
+    ok = cells[cells.status == "ok"]
+    rows = []
+    for name in sorted(names):
+        column = f"metric:{name}"
+        if column not in ok:
+            continue
+        for dataset, part in ok.groupby("dataset", sort=True):
+            per_seed = part.dropna(subset=[column]).groupby("seed")[column].first()
+            if per_seed.empty:
+                continue
+            mean, std, low, high = _summary(per_seed, f"{dataset}|{name}")
+            rows.append({"dataset": dataset, "value": name, "mean": mean, "std": std, "ci_low": low, "ci_high": high,
+                         "seeds": len(per_seed)})
+    return pd.DataFrame(rows, columns=["dataset", "value", "mean", "std", "ci_low", "ci_high", "seeds"])
+
+
+def build_leaderboard(run_dir: Path, directions: dict[str, Direction], keys: set[str] | None = None,
+                      generator_independent: Iterable[str] = ()) -> Leaderboard:
     """Read a run directory (only the cells in `keys`, when given: cells of an earlier suite run
-    into the same folder are not mixed in) and compute the board, charged cells and overall ranking."""
+    into the same folder are not mixed in) and compute the board, charged cells and overall ranking.
+    Values named in `generator_independent` are summarised once per dataset (`dataset_values`), not
+    as columns of every generator's row."""
     store = RunStore(run_dir)
     results = store.results(keys)
     if not results:
         raise ValueError(f"{run_dir} has no finished cells yet")
     manifest = json.loads((Path(run_dir) / "run.json").read_text()) if (Path(run_dir) / "run.json").exists() else {}
     time_limit = run_time_limit(manifest)
-    cells = charge_failures(cell_rows(results), directions, time_limit)
+    rows = cell_rows(results)
+    independent = [c for c in rows.columns if c.removeprefix("metric:") in set(generator_independent)]
+    per_dataset = dataset_level(rows, [c.removeprefix("metric:") for c in independent])
+    cells = charge_failures(rows.drop(columns=independent), directions, time_limit)
     deltas = sorted(cells.delta.unique())
     if len(deltas) > 1:  # rows, ranks and blocks are per ε: two δ would be compared as one
         raise ValueError(f"{run_dir}: its cells span δ = {', '.join(f'{d:g}' for d in deltas)}, and a leaderboard "
@@ -447,7 +475,7 @@ def build_leaderboard(run_dir: Path, directions: dict[str, Direction], keys: set
     board = aggregate(cells, directions)
     ranking = overall_ranking(board, directions)  # before ordering drops the rows' task
     metrics = [c.removeprefix("metric:") for c in cells.columns if c.startswith("metric:")]
-    return Leaderboard(_ordered(board, metrics), cells, ranking, directions, time_limit)
+    return Leaderboard(_ordered(board, metrics), cells, ranking, directions, time_limit, per_dataset)
 
 
 def _fmt(value: float, digits: int = 3) -> str:
@@ -491,6 +519,15 @@ def to_markdown(lb: Leaderboard) -> str:
                  "Mean over seeds with its 95% bootstrap CI; `#r` = rank, where generators whose CIs overlap share a "
                  "rank. Failed cells are charged the uniform baseline's scores (see the README). A value missing "
                  "from some of a row's seeds is averaged over the others and not ranked.\n")
+    if len(lb.dataset_values):
+        lines.append("### Computed from the real data alone (the same for every generator)\n")
+        lines.append("| dataset | value | mean over seeds | 95% CI | seeds |")
+        lines.append("|---|---|---|---|---|")
+        for _, row in lb.dataset_values.iterrows():
+            arrow = ARROWS.get(directions.get(row.value), "")
+            lines.append(f"| {_escape(row.dataset)} | {_escape(row.value)} {arrow} | {_fmt(row['mean'])} | "
+                         f"[{_fmt(row.ci_low)}, {_fmt(row.ci_high)}] | {row.seeds} |")
+        lines.append("")
     lines.append("### Overall ranking\n")
     lines.append(lb.ranking.statement + "\n")
     lines.append("| rank | generator | mean rank |")
@@ -534,6 +571,7 @@ def to_json(lb: Leaderboard) -> dict[str, Any]:
             "time_limit_seconds": lb.time_limit,
         },
         "rows": lb.board.to_dict(orient="records"),
+        "dataset_values": lb.dataset_values.to_dict(orient="records"),
         "ranking": lb.ranking.__dict__,
         "failures": lb.failures().to_dict(orient="records"),
     })
@@ -589,5 +627,13 @@ def terminal_summary(lb: Leaderboard, headline: Sequence[str] | None = None) -> 
                 values.append(_fmt(mean) + ("" if not np.isfinite(rank) else f" #{rank:g}"))
             failed = f" ({row.failures} failed)" if row.failures else ""
             table.add_row(f"{row.generator}{failed}", row.guarantee, spent, *values)
+        tables.append(table)
+    if len(lb.dataset_values):
+        table = Table(title="computed from the real data alone (the same for every generator)", title_justify="left")
+        for column in ("dataset", "value", "mean over seeds", "seeds"):
+            table.add_column(column)
+        for _, row in lb.dataset_values.iterrows():
+            table.add_row(row.dataset, f"{row.value} {ARROWS.get(lb.directions.get(row.value), '')}".strip(),
+                          _fmt(row["mean"]), str(row.seeds))
         tables.append(table)
     return tables

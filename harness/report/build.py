@@ -44,6 +44,13 @@ REPORT_PACKAGES = ("jinja2", "matplotlib", "seaborn", "scikit-posthocs", "scipy"
 FAMILY_TITLES = {"utility": "Utility (train on synthetic, test on real)", "fidelity": "Fidelity to the real rows"}
 
 
+def generator_independent_values(registry: Registry) -> frozenset[str]:
+    """The values of metrics that do not depend on the generator: the leaderboard shows them once per
+    dataset."""
+    return frozenset(name for provided in registry.kinds["metric"].values()
+                     if not provided.spec.depends_on_generator for name in provided.spec.directions)
+
+
 def metric_info(registry: Registry) -> tuple[dict[str, Direction], dict[str, str]]:
     """Each metric value's direction and the metric plugin (family) that produces it; the values of
     private-learning cells come from the harness (`dpgym.learning`)."""
@@ -476,7 +483,7 @@ def write_report(run_dir: Path, registry: Registry, out: Path | None = None, key
     started = time.perf_counter()
     run_dir = Path(run_dir)
     directions, families = metric_info(registry)
-    lb = build_leaderboard(run_dir, directions, keys)
+    lb = build_leaderboard(run_dir, directions, keys, generator_independent_values(registry))
     results = RunStore(run_dir).results(keys)
     suite = RunStore(run_dir).manifest().get("suite", {})
     palette = figures.generator_palette(lb.board.generator.unique())
@@ -488,6 +495,7 @@ def write_report(run_dir: Path, registry: Registry, out: Path | None = None, key
         "n_cells": len(results),
         "notices": notices(lb, results),
         "overview": overview_tables(lb, families),
+        "dataset_values": lb.dataset_values.to_dict(orient="records"),
         "metrics": [{"name": m, "direction": str(lb.directions.get(m, "undeclared"))}
                     for m in ordered_metrics(lb.metrics, families)],
         "ranking": ranking_context(lb, palette),

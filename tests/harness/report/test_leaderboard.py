@@ -255,3 +255,26 @@ def test_the_terminal_shows_the_suites_headline_values_and_defaults_to_a_few(thr
     assert "independent" in chosen and "0.100 #2" in chosen
     assert headline_metrics(board, None) == ["auroc", "tvd"]  # no default headline value: the run's first few
     assert headline_metrics(board, ("tvd", "no_such_value")) == ["tvd"]
+
+
+def test_a_value_that_ignores_the_generator_is_shown_once_per_dataset_not_in_every_row(tmp_path):
+    """A detector trained on the real rows (dp_ad) gives every generator of a dataset and seed the same
+    value: it is summarised once per dataset and takes no part in the generators' ranks."""
+    rows = []
+    for seed, detector in enumerate((0.80, 0.84, 0.82)):
+        rows += [result(name, seed, {**scores(a + seed / 100, 0.1), "detector_accuracy": detector})
+                 for name, a in (("real", 0.9), ("independent", 0.7), ("uniform", 0.5))]
+    run = write_run(tmp_path, rows)
+    directions = {**DIRECTIONS, "detector_accuracy": Direction.HIGHER}
+    lb = build_leaderboard(run, directions, generator_independent=["detector_accuracy"])
+    assert "detector_accuracy_mean" not in lb.board and "detector_accuracy" not in lb.metrics
+    (row,) = lb.dataset_values.to_dict(orient="records")
+    assert row["dataset"] == "adult" and row["value"] == "detector_accuracy" and row["seeds"] == 3
+    assert row["mean"] == pytest.approx(0.82) and row["ci_low"] <= 0.82 <= row["ci_high"]
+    from dpgym.leaderboard import save_leaderboard, to_json
+
+    markdown = save_leaderboard(run, lb)
+    assert "### Computed from the real data alone (the same for every generator)" in markdown
+    assert "| adult | detector_accuracy ↑ | 0.820 |" in markdown
+    assert to_json(lb)["dataset_values"][0]["value"] == "detector_accuracy"
+    assert "computed from the real data alone" in rendered(terminal_summary(lb))

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from dpgym import DatasetSpec, GeneratorSpec, Guarantee, MetricSpec, hookimpl
+from dpgym import DatasetSpec, Deferred, GeneratorSpec, Guarantee, MetricSpec, hookimpl
 
-from dpgym_example_plugin.copula import DPGaussianCopula
 from dpgym_example_plugin.data import blobs_schema, load_blobs
 from dpgym_example_plugin.coverage import DIRECTIONS, category_coverage
 
@@ -16,7 +15,7 @@ def dpgym_generators() -> list[GeneratorSpec]:
     return [GeneratorSpec(
         name="dp_gaussian_copula",
         version="1",
-        factory=DPGaussianCopula,
+        factory=Deferred("dpgym_example_plugin.copula:DPGaussianCopula"),  # scipy loads when a cell builds it
         guarantee=Guarantee.FORMAL,
         defaults={"numeric_bins": 32, "clip": 3.0, "marginal_share": 0.5},
         description="DP marginals + DP correlation of normal scores (Gaussian copula)",
