@@ -28,6 +28,7 @@ import numpy as np
 import pandas as pd
 
 from dpgym import learning
+from dpgym.cache import digest
 from dpgym.threads import cpu_count
 from dpgym.inference import UnreviewedSchemaWarning
 from dpgym.leaderboard import ARROWS, UNDER_SPENT, Leaderboard, build_leaderboard, rank_groups
@@ -35,7 +36,7 @@ from dpgym.registry import Registry
 from dpgym.report import figures
 from dpgym.schema import Schema
 from dpgym.specs import Direction
-from dpgym.store import RunStore
+from dpgym.store import RunStore, write_json_atomic
 from dpgym.worker import die_with_parent
 
 REFERENCE_EPSILON = 1.0  # per-generator figures show the run's ε closest to this (log scale)
@@ -228,7 +229,8 @@ def _reference_epsilon(epsilons: list[float]) -> float:
     return min(finite, key=lambda e: (abs(math.log(e / REFERENCE_EPSILON)), -e))
 
 
-def _curves(part: pd.DataFrame, lb: Leaderboard, families: dict[str, str], palette: dict[str, Any]) -> list[dict]:
+def _curves(run_dir: Path, part: pd.DataFrame, lb: Leaderboard, families: dict[str, str],
+            palette: dict[str, Any]) -> list[dict]:
     """One metric-vs-ε figure per metric family (utility, then fidelity, then others)."""
     directions = {m: str(lb.directions.get(m, "undeclared")) for m in lb.metrics}
     by_family: dict[str, list[str]] = {}
@@ -237,10 +239,28 @@ def _curves(part: pd.DataFrame, lb: Leaderboard, families: dict[str, str], palet
             by_family.setdefault(families.get(m, "other"), []).append(m)
     curves = []
     for family, metrics in sorted(by_family.items(), key=lambda kv: {"utility": 0, "fidelity": 1}.get(kv[0], 2)):
-        uri = figures.metric_curves(part, metrics, directions, palette)
+        uri = _metric_curves(run_dir, part, metrics, {m: directions[m] for m in metrics}, palette)
         if uri:
             curves.append({"title": FAMILY_TITLES.get(family, family), "uri": uri})
     return curves
+
+
+def _metric_curves(run_dir: Path, part: pd.DataFrame, metrics: list[str], directions: dict[str, str],
+                   palette: dict[str, Any]) -> str | None:
+    """`figures.metric_curves`, drawn once per content: keyed by everything the figure shows."""
+    columns = ["generator", "epsilon", *(f"{m}_{s}" for m in metrics for s in ("mean", "ci_low", "ci_high"))]
+    shown = part[columns].reset_index(drop=True)
+    key = digest([FIGURES_VERSION, version("matplotlib"), metrics, directions,
+                  [palette.get(g) for g in sorted(shown.generator.unique())], shown])
+    path = run_dir / FIGURES_DIR / f"curves-{key[:24]}.txt"
+    if path.exists():
+        return path.read_text() or None
+    uri = figures.metric_curves(part, metrics, directions, palette)
+    path.parent.mkdir(exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(uri or "")
+    os.replace(tmp, path)
+    return uri
 
 
 class RealRows:
@@ -256,18 +276,60 @@ class RealRows:
         return self._tau
 
 
-def _generator_figures(run_dir: Path, mine: pd.DataFrame, reference: float, real: RealRows) -> dict[str, Any]:
-    """Marginals and Kendall-τ heatmaps of one generator's cell at the reference ε (lowest finished seed)."""
-    entry: dict[str, Any] = {"generator": mine.generator.iloc[0], "message": "", "cell": ""}
+# Drawn figures are kept beside the run's cells, one file per cell drawn, and reused while the
+# cell's result, this drawing code (FIGURES_VERSION: raise it when the figures change) and matplotlib
+# stay the same: a report rebuilt with nothing new draws nothing.
+FIGURES_DIR = "figures"
+FIGURES_VERSION = "1"
+
+
+def _drawn_cell(mine: pd.DataFrame, reference: float) -> pd.Series | None:
+    """The cell whose figures stand for one generator: at the reference ε (else its closest), lowest
+    finished seed; None when no cell finished."""
     ok = mine[mine.status == "ok"]
     if ok.empty:
-        first = mine.iloc[0]
-        entry["message"] = f"No synthetic data: every cell {first.status}. {first.error}"
-        return entry
+        return None
     at = ok[ok.epsilon == reference]
     if at.empty:  # this generator did not run (or failed) at the reference ε: take its closest
         at = ok[ok.epsilon == _reference_epsilon(sorted(ok.epsilon.unique()))]
-    chosen = at.sort_values("seed").iloc[0]
+    return at.sort_values("seed").iloc[0]
+
+
+def _figures_stamp(run_dir: Path, key: str) -> dict[str, Any]:
+    result = run_dir / "cells" / key / "result.json"
+    return {"version": FIGURES_VERSION, "matplotlib": version("matplotlib"),
+            "result": result.stat().st_mtime_ns if result.exists() else None}
+
+
+def _stored_figures(run_dir: Path, key: str) -> dict[str, Any] | None:
+    """A cell's figures drawn before, if still current."""
+    path = run_dir / FIGURES_DIR / f"{key}.json"
+    try:
+        stored = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    if stored.get("stamp") != _figures_stamp(run_dir, key):
+        return None
+    entry = stored["entry"]
+    if "shares" in entry:
+        entry["shares"] = pd.DataFrame(**entry["shares"])
+    return entry
+
+
+def _store_figures(run_dir: Path, key: str, entry: dict[str, Any]) -> None:
+    saved = {k: (v.to_dict(orient="split", index=False) if isinstance(v, pd.DataFrame) else v) for k, v in entry.items()}
+    (run_dir / FIGURES_DIR).mkdir(exist_ok=True)
+    write_json_atomic(run_dir / FIGURES_DIR / f"{key}.json", {"stamp": _figures_stamp(run_dir, key), "entry": saved})
+
+
+def _generator_figures(run_dir: Path, mine: pd.DataFrame, reference: float, real: RealRows) -> dict[str, Any]:
+    """Marginals and Kendall-τ heatmaps of one generator's cell at the reference ε (lowest finished seed)."""
+    entry: dict[str, Any] = {"generator": mine.generator.iloc[0], "message": "", "cell": ""}
+    chosen = _drawn_cell(mine, reference)
+    if chosen is None:
+        first = mine.iloc[0]
+        entry["message"] = f"No synthetic data: every cell {first.status}. {first.error}"
+        return entry
     folder = run_dir / "cells" / chosen.key
     entry["cell"] = f"ε = {_eps(chosen.epsilon)}, seed {chosen.seed}"
     try:
@@ -289,6 +351,7 @@ def _generator_figures(run_dir: Path, mine: pd.DataFrame, reference: float, real
         entry["kendall_source"] = f"τ-b recomputed on at most {KENDALL_MAX_ROWS:,} rows of each table"
     entry["kendall"] = figures.kendall_heatmaps(
         [("real", real_tau), ("synthetic", synth_tau), ("synthetic − real", synth_tau - real_tau)])
+    _store_figures(run_dir, chosen.key, entry)
     return entry
 
 
@@ -325,12 +388,23 @@ def dataset_sections(run_dir: Path, lb: Leaderboard, results: list[dict[str, Any
         cells = lb.cells[lb.cells.dataset == dataset]
         reference = _reference_epsilon(sorted(cells.epsilon.unique()))
         learners = cells.task == "private_learning"
-        section: dict[str, Any] = {"dataset": dataset, "curves": _curves(part, lb, families, palette),
+        section: dict[str, Any] = {"dataset": dataset, "curves": _curves(run_dir, part, lb, families, palette),
                                    "generators": [], "note": "", "reference_epsilon": _eps(reference),
                                    "learners": sorted(cells[learners].generator.unique())}
         section["class_f1"] = class_f1_table([r for r in results if r["cell"]["dataset"] == dataset])
         cells = cells[~learners]  # a learner releases a model, not rows: nothing to draw marginals of
         if cells.empty:
+            sections.append(section)
+            continue
+        to_draw = []
+        for generator, mine in cells.groupby("generator", sort=True):
+            chosen = _drawn_cell(mine, reference)
+            stored = _stored_figures(run_dir, chosen.key) if chosen is not None else None
+            if stored is not None and stored["generator"] == generator:
+                section["generators"].append(stored)
+            else:
+                to_draw.append(mine)
+        if not to_draw:  # every figure drawn before: the real rows are not even loaded
             sections.append(section)
             continue
         try:
@@ -341,10 +415,12 @@ def dataset_sections(run_dir: Path, lb: Leaderboard, results: list[dict[str, Any
         except Exception as err:  # a dataset plugin's fault costs its figures, not the report
             section["note"] = f"Real rows unavailable, so no marginal or Kendall-τ figures: {type(err).__name__}: {err}"
         else:
-            jobs += [(len(sections), (run_dir, dataset, mine, reference)) for _, mine in cells.groupby("generator", sort=True)]
+            jobs += [(len(sections), (run_dir, dataset, mine, reference)) for mine in to_draw]
         sections.append(section)
     for (i, _), entry in zip(jobs, generator_figures([job for _, job in jobs], real_rows), strict=True):
         sections[i]["generators"].append(entry)
+    for section in sections:
+        section["generators"].sort(key=lambda entry: entry["generator"])
     return sections
 
 

@@ -225,3 +225,36 @@ def test_notices_name_under_spent_rows_and_cells_lowered_to_nominal(tmp_path):
     assert "wasteful on adult at ε = 1 (noise calibrated with rdp, claims 1.000, spends 0.450)" in said[0]
     assert said[1] == ("Nominal, not formal: tight on adult. Formal by its ledger, but schema 'people' was drafted "
                        "from the private rows.")
+
+
+@pytest.mark.slow
+def test_a_rebuilt_report_reuses_the_figures_of_cells_that_did_not_change(tmp_path, monkeypatch):
+    """Figures are drawn once per cell and per curve content: a second build draws nothing, loads no
+    real rows and shows the same images; a cell run again is drawn again."""
+    from dpgym.report import build, figures
+
+    run = tmp_path / "run"
+    suite = Suite("two", (MethodConfig("uniform"), MethodConfig("independent")), ("adult",), (1.0,), (0,), 1e-5,
+                  metrics=("fidelity",))
+    registry = Registry.discover()
+    run_suite(suite, RunStore(run), registry, show_progress=False)
+    images = lambda: re.findall(r'src="(data:image/png[^"]+)"', (run / "report.html").read_text())  # noqa: E731
+    build.write_report(run, registry)
+    first = images()
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("drew or loaded again")
+
+    with monkeypatch.context() as patch:
+        for name in ("marginals", "kendall_heatmaps", "metric_curves"):
+            patch.setattr(figures, name, refuse)
+        patch.setattr(build, "RealRows", refuse)
+        build.write_report(run, registry)
+    assert images()[1:] == first[1:]  # all but the ranking's diagram, which is not drawn from cells
+    rerun = next(p for p in (run / "cells").iterdir()
+                 if json.loads((p / "result.json").read_text())["method"]["name"] == "uniform")
+    (rerun / "result.json").touch()  # as when the cell is run again
+    drawn = []
+    monkeypatch.setattr(figures, "marginals", lambda *a, **k: drawn.append(a) or "data:image/png;base64,")
+    build.write_report(run, registry)
+    assert len(drawn) == 1
