@@ -70,8 +70,9 @@ class Accountant(ABC):
         """Library, version and settings, for the ledger."""
 
     def bracket(self, eps_of: Callable[[float], float], composed: Callable[[float], list[Phase]],
-                target_epsilon: float, delta: float) -> tuple[float, float]:
-        """Noise scales (lo, hi) with eps_of(lo) > target ≥ eps_of(hi), found by doubling from 1.
+                target_epsilon: float, delta: float, tolerance: float) -> tuple[float, float]:
+        """Noise scales (lo, hi) with eps_of(lo) > target ≥ eps_of(hi), found by doubling from 1; or
+        any lo with an hi whose ε already lies within `tolerance` below the target (the answer).
         `composed(s)` is what eps_of(s) accounts: the phases at scale s, with any fixed mechanisms."""
         return _doubling_bracket(eps_of, target_epsilon)
 
@@ -201,35 +202,74 @@ class PRVAccountant(Accountant):
             return float(accountant.get_epsilon(delta, eps_error=self.eps_error, delta_error=self.delta_error))
 
     def bracket(self, eps_of: Callable[[float], float], composed: Callable[[float], list[Phase]],
-                target_epsilon: float, delta: float) -> tuple[float, float]:
-        """Start from the RDP calibration: RDP upper-bounds ε, so its noise scale is near-safe for PRV,
-        and PRV's scale sits a few percent below it. A short RDP grid keeps this cheap (dropping
-        orders can only raise the RDP ε, so it stays an upper bound)."""
-        rdp = RDPAccountant(orders=[o for o in RDP_ORDERS if o <= 256])
-        rdp_of = lambda s: rdp.epsilon(composed(s), delta)  # noqa: E731
-        try:
-            hi = _search(rdp_of, target_epsilon, *_doubling_bracket(rdp_of, target_epsilon), 0.02 * target_epsilon)
-        except UnreachableEpsilon:  # below RDP's floor log(1/δ)/(α_max − 1), ≈ 0.045 at δ = 1e-5
-            # PRV's own floor sits near its eps_error (eps_upper = estimate + error): one call tells
-            if target_epsilon <= self.eps_error and eps_of(MAX_SCALE) > target_epsilon:
-                raise UnreachableEpsilon(
-                    f"ε = {target_epsilon:g} is unreachable: PRV's upper bound stays at {eps_of(MAX_SCALE):.3g} even "
-                    f"at σ × {MAX_SCALE:g}, because its error bar is eps_error = {self.eps_error:g}") from None
-            # Start doubling from the (closed-form, uncertified) GDP-CLT scale, close to PRV's at large
-            # σ: a few PRV calls of seconds each instead of ~17 doublings from σ = 1
-            gdp = GDPAccountant(poisson=True)
-            gdp_of = lambda s: gdp.epsilon(composed(s), delta)  # noqa: E731
-            start = _search(gdp_of, target_epsilon, *_doubling_bracket(gdp_of, target_epsilon), 0.02 * target_epsilon)
-            return _doubling_bracket(eps_of, target_epsilon, start)
-        if eps_of(hi) > target_epsilon:  # PRV's own error bar can exceed RDP's slack
-            lo = hi
-            while eps_of(hi) > target_epsilon:
-                lo, hi = hi, hi * 1.1
-            return lo, hi
-        lo = hi * 0.85
-        while eps_of(lo) <= target_epsilon:
-            lo, hi = lo * 0.85, lo
-        return lo, hi
+                target_epsilon: float, delta: float, tolerance: float) -> tuple[float, float]:
+        """Start from the closed-form GDP-CLT scale, near PRV's (and uncertified, so only a start).
+
+        A PRV call at this accountant's eps_error costs up to a second for two phases of thousands of
+        steps (most of it Opacus's RDP bound on the domain), and one at a ten times coarser error a
+        third of that, while its estimate (the upper bound less its error) agrees with the fine
+        estimate to about 1e-3. So the scale is searched on the coarse estimate, aiming at the middle
+        of the tolerance window, and one fine call certifies it; only when that call falls outside the
+        window does the search go on with fine calls (Newton steps on log ε against log σ along the
+        GDP curve's slope, then fixed ratios)."""
+        # PRV's own floor sits near its eps_error (eps_upper = estimate + error): one call tells
+        if target_epsilon <= self.eps_error and eps_of(MAX_SCALE) > target_epsilon:
+            raise UnreachableEpsilon(
+                f"ε = {target_epsilon:g} is unreachable: PRV's upper bound stays at {eps_of(MAX_SCALE):.3g} even "
+                f"at σ × {MAX_SCALE:g}, because its error bar is eps_error = {self.eps_error:g}")
+        gdp = GDPAccountant(poisson=True)
+        gdp_of = lambda s: gdp.epsilon(composed(s), delta)  # noqa: E731
+        hi = _search(gdp_of, target_epsilon, *_doubling_bracket(gdp_of, target_epsilon), 0.02 * target_epsilon)
+        step = 1.02
+        slope = min(math.log(gdp_of(hi * step) / gdp_of(hi)) / math.log(step), -0.1)  # d log ε / d log σ < 0
+        aim = target_epsilon - tolerance / 2
+        above, below = 0.0, math.inf  # the largest scale found to overspend, the smallest found not to
+        if self.eps_error < COARSE_ERROR:
+            hi = self._coarse_answer(composed, aim, tolerance / 4, hi, slope, delta)
+        scale = hi
+        for _ in range(NEWTON_STEPS):
+            eps = eps_of(scale)
+            if eps > target_epsilon:
+                above = max(above, scale)
+            else:
+                below = min(below, scale)
+                if eps >= target_epsilon - tolerance:
+                    return above or scale, scale  # within tolerance: `_search` returns it at once
+            if above and below < math.inf:
+                return above, below
+            scale *= math.exp((math.log(aim) - math.log(eps)) / slope)
+        if not above:  # still under the target: walk down (less noise) until it is exceeded
+            lo = below
+            while eps_of(lo) <= target_epsilon:
+                lo, below = lo * 0.85, lo
+            return lo, below
+        hi = above
+        while eps_of(hi) > target_epsilon:
+            above, hi = hi, hi * 1.1
+        return above, hi
+
+    def _coarse_answer(self, composed: Callable[[float], list[Phase]], aim: float, within: float, start: float,
+                       slope: float, delta: float) -> float:
+        """The scale whose coarse PRV estimate of this accountant's ε lies within `within` of `aim`,
+        searched from `start` (a scale near the answer) by Newton steps along `slope` (d log ε / d log σ)
+        and, once bracketed, regula falsi. An estimate, never a certified figure: the best scale found
+        when the steps run out."""
+        coarse = PRVAccountant(eps_error=min(COARSE_ERROR, 10 * self.eps_error), delta_error=self.delta_error)
+        estimate = functools.cache(lambda s: coarse.epsilon(composed(s), delta) - coarse.eps_error + self.eps_error)
+        above, below = 0.0, math.inf
+        scale = start
+        for _ in range(NEWTON_STEPS):
+            eps = estimate(scale)
+            if abs(eps - aim) <= within:
+                return scale
+            if eps > aim:
+                above = max(above, scale)
+            else:
+                below = min(below, scale)
+            if above and below < math.inf:
+                return _search(estimate, aim + within, above, below, 2 * within)
+            scale *= math.exp((math.log(aim) - math.log(eps)) / slope)
+        return scale
 
     def describe(self) -> str:
         return f"opacus {OPACUS_VERSION} prv (eps_upper, eps_error={self.eps_error:g})"
@@ -290,7 +330,7 @@ def calibrate(
             return [*_scaled(phases, scale), *fixed]
 
         eps_of = functools.cache(lambda s: accountant.epsilon(composed(s), delta))
-        lo, hi = accountant.bracket(eps_of, composed, target_epsilon, delta)
+        lo, hi = accountant.bracket(eps_of, composed, target_epsilon, delta, tolerance)
         _CALIBRATED[key] = _scaled(phases, _search(eps_of, target_epsilon, lo, hi, tolerance))
     return list(_CALIBRATED[key])
 
@@ -309,6 +349,8 @@ def _scaled(phases: Sequence[Phase], scale: float) -> list[Phase]:
 
 
 MAX_SCALE = 1e6
+NEWTON_STEPS = 4  # PRV calibration's slope-guided steps before it falls back on fixed-ratio stepping
+COARSE_ERROR = 0.1  # the largest eps_error PRV calibration searches with before its certifying call
 
 
 class UnreachableEpsilon(ValueError):
@@ -331,14 +373,16 @@ def _doubling_bracket(eps_of: Callable[[float], float], target: float, start: fl
 def _search(eps_of: Callable[[float], float], target: float, lo: float, hi: float, tolerance: float) -> float:
     """Bracketed root search of log ε against log σ (Illinois variant of regula falsi): few accountant
     calls. Invariant: ε(lo) > target ≥ ε(hi). Returns hi once ε(hi) ≥ target − tolerance, so the answer
-    never overspends.
+    never overspends; an hi within tolerance at the start is returned without evaluating lo.
     """
     def f(s: float) -> tuple[float, float]:
         eps = eps_of(s)
         return eps, (math.log(eps / target) if eps > 0 else -math.inf)
 
-    _, g_lo = f(lo)
     eps_hi, g_hi = f(hi)
+    if target - tolerance <= eps_hi <= target:
+        return hi
+    _, g_lo = f(lo)
     last = 0  # which end moved last; Illinois halves the stale end's value to avoid stalling
     for _ in range(200):
         if eps_hi >= target - tolerance or hi / lo - 1 < 1e-9:
