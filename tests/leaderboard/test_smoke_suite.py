@@ -1,6 +1,11 @@
-"""The smoke suite end to end on real Adult: the reference generators order as they must."""
+"""The smoke suite end to end on real Adult: the reference generators order as they must, and every
+cell's metric values are those recorded in smoke_values.json."""
 
 from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
 
 import pytest
 
@@ -14,14 +19,45 @@ from dpgym.suite import load_suite
 pytestmark = pytest.mark.slow  # every test here shares one run of the smoke suite (minutes)
 
 
+RECORDED = Path(__file__).with_name("smoke_values.json")
+
+
 @pytest.fixture(scope="module")
-def smoke_board(tmp_path_factory):
-    registry = Registry.discover()
+def smoke_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("smoke")
-    summary = run_suite(load_suite("smoke"), RunStore(out), registry, show_progress=False)
+    summary = run_suite(load_suite("smoke"), RunStore(out), Registry.discover(), show_progress=False)
     assert summary.failed == 0 and summary.ok == summary.total
-    board, _ = write_leaderboard(out, metric_directions(registry), suite_keys(out, registry))
+    return out
+
+
+@pytest.fixture(scope="module")
+def smoke_board(smoke_run):
+    registry = Registry.discover()
+    board, _ = write_leaderboard(smoke_run, metric_directions(registry), suite_keys(smoke_run, registry))
     return board.set_index("generator")
+
+
+def test_every_metric_value_is_the_recorded_one(smoke_run):
+    """Evaluation that got faster must still measure the same: a metric whose version did not change
+    gives the recorded value to 1e-9 (a metric's version is in the cell key, so a new version is a
+    new cell, absent from the record). When a generator's output changes on purpose, run
+    `dpgym run --suite smoke --out DIR` and rewrite the record from DIR's cells/*/result.json."""
+    recorded = json.loads(RECORDED.read_text())
+    differ, unrecorded = [], []
+    for path in sorted((smoke_run / "cells").glob("*/result.json")):
+        result = json.loads(path.read_text())
+        if result["cell"]["key"] not in recorded:
+            unrecorded.append(result["cell"]["method"])
+            continue
+        expected = recorded[result["cell"]["key"]]
+        for name, value in result["metrics"].items():
+            want = expected["metrics"].get(name)
+            same = want is not None and (math.isclose(value, want, rel_tol=0, abs_tol=1e-9)
+                                         or (math.isnan(value) and math.isnan(want)))
+            if not same:
+                differ.append(f"{expected['cell']}: {name} {want} → {value}")
+    assert not unrecorded, f"cells not in {RECORDED.name} (a new generator or metric version?): {unrecorded}"
+    assert not differ, "metric values changed:\n" + "\n".join(differ)
 
 
 def test_real_beats_independent_beats_uniform_on_auroc(smoke_board):
