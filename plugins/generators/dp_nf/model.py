@@ -14,7 +14,7 @@ from dpgym import (
     Accountant, Budget, DPSGD, GDPAccountant, Guarantee, Ledger, LedgerEntry, PRVAccountant as _PRV, Phase,
     RDPAccountant, RDP_CONVERSIONS, Schema, make_accountant,
 )
-from dpgym.plugins.generators import dp_mog
+from dpgym.plugins.generators.dp_mog import model as dp_mog
 from dpgym.plugins.nn.flows import LOG_2PI, MAF
 from dpgym.plugins.nn.runtime import single_thread
 from dpgym.plugins.nn.sampling import finite_draws

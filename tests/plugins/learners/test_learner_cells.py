@@ -59,7 +59,7 @@ def test_a_learner_on_a_dataset_without_a_binary_target_is_refused_with_the_grid
 @pytest.fixture
 def few_directions(monkeypatch):
     """The exact-ExpM audit's base measure from 2,000 random directions instead of 50,000 (speed)."""
-    from dpgym.plugins.learners import expm_nf_lr
+    from dpgym.plugins.learners.expm_nf_lr import model as expm_nf_lr
 
     monkeypatch.setattr(expm_nf_lr, "AUDIT_DIRECTIONS", 2_000)
 
