@@ -1,9 +1,10 @@
 """Independent re-accounting of a ledger: the harness recomputes ε from each entry's recorded
 parameters, with the tightest composition it can verify for the mechanisms present, and refuses a
 cell whose claim is below that figure or whose spend exceeds its budget (`independent_epsilon`):
-pure-DP entries add up, Gaussian-only ledgers compose exactly (μ-GDP), zCDP-only ledgers add ρ,
-and any other mix is composed jointly by the `prv-accountant` package (Gopi et al. 2021). An RDP
-figure (Opacus's analysis, all entries summed per order) is reported beside it as a second opinion.
+pure-DP entries add up, Gaussian-only ledgers compose exactly (μ-GDP), ledgers of Gaussian,
+exponential-mechanism and zCDP entries add ρ, and any other mix is composed jointly by the
+`prv-accountant` package (Gopi et al. 2021). An RDP figure (Opacus's analysis, all entries summed
+per order) is reported beside it as a second opinion.
 """
 
 from __future__ import annotations
@@ -133,6 +134,18 @@ def zcdp_epsilon(rho: float, delta: float) -> float:
     return float(min(refined.fun, epsilon_at(grid[best])))
 
 
+# mechanism name → its ρ-zCDP from recorded parameters, for ledgers that mix Gaussian measurements and
+# exponential-mechanism selections (the select–measure–generate methods): the PRV accountant has no
+# exponential mechanism, and pure composition none for the Gaussian.
+ZCDP_RHO: dict[str, Callable[[dict[str, Any]], float]] = {
+    "gaussian": lambda p: float(p["l2_sensitivity"]) ** 2 / (2 * float(p["sigma"]) ** 2),  # Bun & Steinke 2016, Prop. 1.6
+    # 2βΔu-bounded range, hence (2βΔu)²/8-zCDP (Cesar & Rogers 2021)
+    "exponential": lambda p: (2 * float(p["inverse_temperature"]) * float(p["utility_sensitivity"])) ** 2 / 8,
+    "zcdp": lambda p: float(p["rho"]),
+}
+ZCDP_COMPOSITION = ("zCDP composition (Gaussian ρ = Δ²/2σ², exponential mechanism (2βΔu)²/8 by bounded range: "
+                    "Cesar & Rogers 2021), converted by Canonne, Kamath & Steinke (2020) Prop. 12")
+
 EXACT_GAUSSIAN = "exact Gaussian composition (μ-GDP: Dong, Roth & Su 2019, Cor. 2; Balle & Wang 2018, Thm. 8)"
 EXACT_SLACK = 1e-6  # relative: root-finding noise only, where the accountant has no error bar (PRV's
 # ≥ 1e-4 absolute would swamp a claim of ε = 1e-4 or below, and refuse honest ones just above)
@@ -146,23 +159,22 @@ PRV_COARSER_ERRORS = (0.01, 0.05, 0.25)
 
 def independent_epsilon(entries: list[LedgerEntry], delta: float, eps_error: float = 1e-3) -> tuple[float, str]:
     """ε of all entries composed, at total δ, computed from parameters alone: exact for plain Gaussian
-    mechanisms, else the PRV upper bound (within 2·eps_error of the exact ε); zCDP entries compose by
-    adding ρ."""
+    mechanisms, else the PRV upper bound (within 2·eps_error of the exact ε); zCDP entries, and Gaussian
+    and exponential ones mixed with them or with each other, compose by adding ρ."""
     if not entries:
         return 0.0, "none"
     pure = [_pure_epsilon(e) for e in entries]
     if all(eps is not None for eps in pure):
         return float(sum(pure)), "pure composition"
-    if all(e.mechanism == "zcdp" for e in entries):
-        if delta <= 0:
-            raise PrivacyViolation("the ledger has zCDP mechanisms but claims δ = 0")
-        rho = sum(float(e.params["rho"]) for e in entries)
-        return zcdp_epsilon(rho, delta), "zCDP composition, converted by Canonne, Kamath & Steinke (2020) Prop. 12"
     if all(e.mechanism == "gaussian" for e in entries):
         if delta <= 0:
             raise PrivacyViolation("the ledger has Gaussian mechanisms but claims δ = 0")
         mu = math.sqrt(sum((float(e.params["l2_sensitivity"]) / float(e.params["sigma"])) ** 2 for e in entries))
         return gaussian_epsilon(delta, 1.0 / mu), EXACT_GAUSSIAN  # k Gaussians compose to one at μ = √Σμ_i²
+    if all(e.mechanism in ZCDP_RHO for e in entries):
+        if delta <= 0:
+            raise PrivacyViolation("the ledger has zCDP-accounted mechanisms but claims δ = 0")
+        return zcdp_epsilon(sum(ZCDP_RHO[e.mechanism](e.params) for e in entries), delta), ZCDP_COMPOSITION
     unknown = sorted({e.mechanism for e in entries if e.mechanism not in PRV_BUILDERS})
     if unknown:
         raise PrivacyViolation(f"cannot re-account mechanisms {unknown}: no independent accountant for them")

@@ -7,7 +7,7 @@ import pytest
 
 from dpgym.privacy.accountants import Phase, PRVAccountant, RDPAccountant
 from dpgym.privacy.budget import Budget, Guarantee
-from dpgym.privacy.ledger import Ledger, LedgerEntry
+from dpgym.privacy.ledger import Ledger, LedgerEntry, PrivacyViolation
 from dpgym.privacy.reaccount import reaccount
 
 AE, DISC = Phase(0.01, 1.2, 1000), Phase(0.02, 2.0, 1500)  # two phases, as an autoencoder then a GAN
@@ -78,10 +78,44 @@ def test_zcdp_ledgers_compose_rho_and_convert_between_the_gaussian_and_the_bun_s
     assert reaccount(halves, Budget(converted, delta)).verdict == "underclaimed"
 
 
-def test_zcdp_mixed_with_other_mechanisms_has_no_independent_accountant():
+def test_gaussian_and_exponential_entries_compose_in_zcdp_as_computed_by_hand():
+    """A select–measure–generate ledger (MST, AIM): ρ = Δ²/(2σ²) per Gaussian measurement and
+    (2βΔu)²/8 per exponential-mechanism selection (bounded range, Cesar & Rogers 2021), added with
+    any zCDP entry and converted once."""
+    from dpgym.privacy.reaccount import zcdp_epsilon
+
+    delta = 1e-5
+    entries = [LedgerEntry("gaussian", 0.9, delta, {"l2_sensitivity": 2.0, "sigma": 10.0}, "test"),  # ρ = 4/200
+               LedgerEntry("exponential", 0.1, 0.0, {"inverse_temperature": 0.25, "utility_sensitivity": 0.2}, "test"),
+               LedgerEntry("zcdp", 0.3, delta, {"rho": 0.005}, "test")]
+    by_hand = zcdp_epsilon(4 / 200 + 0.1**2 / 8 + 0.005, delta)  # 2βΔu = 2 · 0.25 · 0.2 = 0.1
+    ledger = Ledger(Guarantee.FORMAL, entries)
+    ledger.claim(by_hand, delta, "rdp")
+    result = reaccount(ledger, Budget(by_hand, delta))
+    assert result.verdict == "ok" and result.epsilon == pytest.approx(by_hand, rel=1e-12)
+    assert result.accountant.startswith("zCDP composition") and result.rdp_epsilon is None
+    ledger.claim(by_hand * 0.98, delta, "rdp")
+    assert reaccount(ledger, Budget(by_hand, delta)).verdict == "underclaimed"
+    ledger.claim(by_hand, delta, "rdp")
+    assert reaccount(ledger, Budget(by_hand * 0.98, delta)).verdict == "over_budget"
+
+
+def test_pure_and_exact_gaussian_ledgers_keep_their_paths_and_a_mix_goes_to_zcdp():
+    from dpgym.privacy.reaccount import EXACT_GAUSSIAN, independent_epsilon
+
+    gaussian = LedgerEntry("gaussian", 0.5, 1e-6, {"l2_sensitivity": 1.0, "sigma": 5.0}, "test")
+    exponential = LedgerEntry("exponential", 0.2, 0.0, {"inverse_temperature": 0.1, "utility_sensitivity": 1.0}, "test")
+    assert independent_epsilon([gaussian, gaussian], 1e-5)[1] == EXACT_GAUSSIAN
+    assert independent_epsilon([exponential, exponential], 1e-5) == (pytest.approx(0.4), "pure composition")
+    assert independent_epsilon([gaussian, exponential], 1e-5)[1].startswith("zCDP composition")
+    with pytest.raises(PrivacyViolation, match="δ = 0"):
+        independent_epsilon([gaussian, exponential], 0.0)
+
+
+def test_zcdp_mixed_with_mechanisms_outside_zcdp_has_no_independent_accountant():
     ledger = Ledger(Guarantee.NOMINAL, [LedgerEntry("zcdp", 0.5, 1e-6, {"rho": 0.01}, "test"),
-                                        LedgerEntry("gaussian", 0.5, 1e-6, {"l2_sensitivity": 1.0, "sigma": 5.0}, "test")])
-    assert reaccount(ledger, Budget(1.0, 1e-5)).verdict == "unaccountable"
+                                        LedgerEntry("laplace", 0.5, 0.0, {"l1_sensitivity": 1.0, "scale": 2.0}, "test")])
+    assert reaccount(ledger, Budget(2.0, 1e-5)).verdict == "unaccountable"
 
 
 @pytest.mark.parametrize("epsilon", [1e-6, 1e-4, 1e-2, 1.0])

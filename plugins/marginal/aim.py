@@ -1,0 +1,125 @@
+"""The model code of `aim`, imported only when a cell uses it. The method, its defaults and where
+they come from: the docstring of `dpgym.plugins.generators.aim`, which holds the spec."""
+
+from __future__ import annotations
+
+import itertools
+import math
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from dpgym.plugins.marginal.accounting import (
+    ZcdpLedger, exponential_mechanism, gaussian_rho, gaussian_sigma, measure, selection_epsilon, selection_rho,
+)
+from dpgym.plugins.marginal.generator import MarginalGenerator
+from dpgym.plugins.marginal.model import (
+    Clique, Measurements, ModelMarginals, estimate, marginal_counts, model_domain, model_size_mb,
+)
+
+if TYPE_CHECKING:
+    import mbi
+
+# E‖N(0, σ²)ⁿ‖₁ = σ·n·√(2/π): the L1 error a measurement of n cells at noise σ is expected to have.
+EXPECTED_ABSOLUTE_NOISE = math.sqrt(2 / math.pi)
+
+
+class AIM(MarginalGenerator):
+    """1-way marginals, then rounds that each draw the candidate the model approximates worst and
+    measure it, until ρ is spent."""
+
+    method = "AIM"
+
+    def __init__(self, numeric_bins: int, estimation_iters: int, degree: int, max_cells: int, rounds_per_column: int,
+                 measurement_share: float, max_model_size: float):
+        super().__init__(numeric_bins, estimation_iters)
+        if degree < 1:
+            raise ValueError(f"degree must be ≥ 1, got {degree}")
+        if max_cells < 1:
+            raise ValueError(f"max_cells must be ≥ 1, got {max_cells}")
+        if rounds_per_column < 1:
+            raise ValueError(f"rounds_per_column must be ≥ 1, got {rounds_per_column}")
+        if not 0 < measurement_share < 1:
+            raise ValueError(f"measurement_share must lie in (0, 1), got {measurement_share}")
+        if max_model_size <= 0:
+            raise ValueError(f"max_model_size must be > 0, got {max_model_size}")
+        self.degree = degree
+        self.max_cells = max_cells
+        self.rounds_per_column = rounds_per_column
+        self.measurement_share = measurement_share
+        self.max_model_size = max_model_size
+
+    def candidates(self, sizes: dict[str, int]) -> dict[Clique, float]:
+        """Every marginal inside a workload marginal (all `degree`-way ones of at most `max_cells`
+        cells, each of weight 1), with its weight: how many attributes it shares with the workload,
+        Σ_s |r ∩ s| over workload marginals s."""
+        degree = min(self.degree, len(sizes))
+        workload = [w for w in itertools.combinations(sizes, degree) if math.prod(sizes[a] for a in w) <= self.max_cells]
+        if not workload:
+            raise ValueError(f"AIM: no {degree}-way marginal has at most max_cells={self.max_cells} cells, so the "
+                             "workload is empty; raise max_cells or lower degree")
+        closure = {r for w in workload for k in range(1, degree + 1) for r in itertools.combinations(w, k)}
+        closure.update((name,) for name in sizes)  # every 1-way marginal is measured first
+        return {r: float(sum(len(set(r) & set(w)) for w in workload)) for r in sorted(closure, key=len)}
+
+    def _fit_model(self, cells: dict[str, np.ndarray], rho: float, ledger: ZcdpLedger,
+                   rng: np.random.Generator) -> ModelMarginals:
+        sizes = self.domain_.sizes
+        domain = model_domain(sizes)
+        candidates = self.candidates(sizes)
+        answers = {r: marginal_counts(cells, sizes, r) for r in candidates}
+        rounds = self.rounds_per_column * len(sizes)
+        private = not math.isinf(rho)
+        # Each of the planned rounds gets ρ/T: the share α measures, the rest selects.
+        sigma = gaussian_sigma(self.measurement_share * rho / rounds)
+        epsilon = selection_epsilon((1 - self.measurement_share) * rho / rounds)
+
+        measurements = Measurements()
+        for name in sizes:
+            measurements.add((name,), measure(answers[(name,)], sigma, rng), sigma)
+            ledger.measurement(sigma, f"AIM: 1-way marginal of {name!r}")
+        model = estimate(domain, measurements, self.estimation_iters)
+        marginals = ModelMarginals(model)
+
+        round_number, final = 0, False
+        while not final:
+            round_number += 1
+            if private:
+                spent = ledger.rho
+                final = rho - spent < 2 * (gaussian_rho(sigma) + selection_rho(epsilon))
+                if final:  # what is left would not pay for two more rounds: spend it all on this one
+                    sigma = gaussian_sigma(self.measurement_share * (rho - spent))
+                    epsilon = selection_epsilon((1 - self.measurement_share) * (rho - spent))
+                size_limit = self.max_model_size * (spent + gaussian_rho(sigma) + selection_rho(epsilon)) / rho
+            else:  # a non-private run: the planned rounds with exact marginals and the best candidates
+                final = round_number == rounds
+                size_limit = self.max_model_size
+
+            allowed = self.within_size_limit(candidates, model, domain, size_limit)
+            bias = EXPECTED_ABSOLUTE_NOISE * sigma
+            scores = np.array([weight * (np.abs(answers[r] - marginals.project(r).ravel()).sum() - bias * answers[r].size)
+                               for r, weight in allowed.items()])
+            sensitivity = max(allowed.values())
+            chosen = list(allowed)[exponential_mechanism(scores, epsilon, sensitivity, rng)]
+            ledger.selection(epsilon, sensitivity, f"AIM round {round_number}: the worst-approximated candidate")
+            measurements.add(chosen, measure(answers[chosen], sigma, rng), sigma)
+            ledger.measurement(sigma, f"AIM round {round_number}: the selected marginal")
+
+            model = estimate(domain, measurements, self.estimation_iters, warm_start=model)
+            if final:
+                break
+            refitted = ModelMarginals(model)
+            if private and np.abs(refitted.project(chosen) - marginals.project(chosen)).sum() <= bias * answers[chosen].size:
+                # The measurement moved the model less than its noise: anneal, spending 4× per round.
+                sigma, epsilon = sigma / 2, epsilon * 2
+            marginals = refitted
+        # As the reference implementation, Private-PGM runs once more after the last round.
+        return ModelMarginals(estimate(domain, measurements, self.estimation_iters, warm_start=model))
+
+    def within_size_limit(self, candidates: dict[Clique, float], model: mbi.MarkovRandomField, domain: mbi.Domain,
+                          size_limit: float) -> dict[Clique, float]:
+        """The candidates the model can take: inside one of its cliques already, or keeping its size
+        within the limit, which grows with the share of the budget spent."""
+        return {r: weight for r, weight in candidates.items()
+                if any(set(r) <= set(clique) for clique in model.cliques)
+                or model_size_mb(domain, [*model.cliques, r]) <= size_limit}

@@ -1,0 +1,209 @@
+"""`mbi` (Private-PGM on JAX) fits a graphical model to noisy marginals; its marginals and samples
+are then read in numpy from the model's junction tree.
+
+Why not `mbi`'s own `project` and `synthetic_data`: a marginal over attributes that no clique of the
+model holds goes through `variable_elimination`, which JAX compiles anew for every query and every
+model structure (AIM asks for every candidate marginal after every round: 32–35 s of compilation
+per 20 candidates on Adult), and even its belief propagation compiles anew for each structure
+(about 3 s a round). Here belief propagation over the junction tree runs in numpy, once per
+model, and gives the tables of the tree's maximal cliques; any marginal is then an einsum over
+the smallest subtree connecting its attributes: P(subtree) = Π P(clique) / Π P(separator), in
+milliseconds. `synthetic_data` draws from numpy's global random state; `ModelMarginals.sample`
+draws i.i.d. rows from the same tables with the cell's own generator, clique by clique down the
+tree.
+
+Importing this module configures JAX: 64-bit floats (`mbi` warns that its estimates stall in
+float32 on large tables) and no persistent compilation cache (`mbi` compiles many small programs).
+It does not start JAX's backend, so a forkserver may import it before forking cells. JAX's CPU
+thread pool follows the process's CPU affinity: neither OMP_NUM_THREADS nor XLA's thread flags
+bound it, so a cell granted one thread may briefly run more (AIM on Adult: 1.2 CPU seconds per
+second on 2 cores).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import jax
+import numpy as np
+from scipy import special
+
+jax.config.update("jax_enable_x64", True)
+jax.config.update("jax_enable_compilation_cache", False)
+
+import mbi  # noqa: E402  (after 64-bit mode, which it checks on import)
+import networkx as nx  # noqa: E402
+
+Clique = tuple[str, ...]
+
+
+def model_domain(sizes: dict[str, int]) -> mbi.Domain:
+    return mbi.Domain(list(sizes), list(sizes.values()))
+
+
+def model_size_mb(domain: mbi.Domain, cliques: list[Clique]) -> float:
+    """The size of a model over `cliques`: its junction tree's tables at 8 bytes a cell, in MB (2²⁰
+    bytes), as AIM's `max_model_size` counts it."""
+    return mbi.junction_tree.hypothetical_model_size(domain, cliques)
+
+
+def marginal_counts(cells: dict[str, np.ndarray], sizes: dict[str, int], clique: Clique) -> np.ndarray:
+    """The counts of one marginal of the encoded rows, flattened (C order over `clique`)."""
+    shape = [sizes[a] for a in clique]
+    return np.bincount(np.ravel_multi_index([cells[a] for a in clique], shape), minlength=math.prod(shape)).astype(float)
+
+
+def loss_scale(sigma: float) -> float:
+    """The noise scale Private-PGM's loss divides a measurement by: σ, and 1 for exact counts (σ = 0,
+    a non-private run)."""
+    return sigma if sigma > 0 else 1.0
+
+
+def linear_measurement(clique: Clique, noisy: np.ndarray, sigma: float) -> mbi.LinearMeasurement:
+    return mbi.LinearMeasurement(noisy, clique, stddev=loss_scale(sigma))
+
+
+@dataclass
+class Measurements:
+    """Noisy marginals, one per clique: a clique measured again is merged with its earlier
+    measurement by inverse-variance weighting, which leaves the estimation loss the same up to a
+    constant and keeps the model's structure, so JAX does not recompile the estimator for it."""
+
+    fixed: list[mbi.LinearMeasurement] = field(default_factory=list)  # kept as given (e.g. over merged values)
+    precision_weighted: dict[Clique, np.ndarray] = field(default_factory=dict)  # Σ y/σ²
+    precision: dict[Clique, float] = field(default_factory=dict)  # Σ 1/σ²
+
+    def add(self, clique: Clique, noisy: np.ndarray, sigma: float) -> None:
+        weight = 1.0 / loss_scale(sigma) ** 2
+        self.precision_weighted[clique] = self.precision_weighted.get(clique, 0.0) + weight * noisy
+        self.precision[clique] = self.precision.get(clique, 0.0) + weight
+
+    def linear(self) -> list[mbi.LinearMeasurement]:
+        merged = [linear_measurement(c, self.precision_weighted[c] / w, w**-0.5) for c, w in self.precision.items()]
+        return [*self.fixed, *merged]
+
+    def total(self) -> float:
+        """The number of rows estimated from the noisy marginals: each one's sum, weighted by the
+        inverse of its variance (at least 1)."""
+        return mbi.estimation.minimum_variance_unbiased_total(self.linear())
+
+
+def estimate(domain: mbi.Domain, measurements: Measurements, iters: int, total: float | None = None,
+             warm_start: mbi.MarkovRandomField | None = None) -> mbi.MarkovRandomField:
+    """Private-PGM's estimate: mirror descent with Armijo step sizes (McKenna et al. 2019, Alg. 1). The
+    number of rows is `total`, or else `measurements.total()`.
+
+    A new set of measured cliques is a new program for JAX: its compilation, not the iterations,
+    is most of the time (on Adult, seconds against 0.1–0.3 s for 1,000 iterations). Compiling the
+    loop ahead on a second thread (`mbi`'s `precompile`) did not shorten AIM on 2 cores."""
+    return mbi.estimation.MirrorDescent().estimate(domain, measurements.linear(), known_total=total, iters=iters,
+                                                   warm_start=warm_start)
+
+
+class ModelMarginals:
+    """A fitted model's distribution as count tables over its junction tree's maximal cliques."""
+
+    def __init__(self, model: mbi.MarkovRandomField):
+        tree, _ = mbi.junction_tree.make_junction_tree(model.domain, model.cliques)
+        self.tables = _clique_tables(model, tree)
+        # Parts of the model that share no attribute are independent: joined by an edge whose
+        # separator is empty, they make one tree and need no special case below.
+        parts = [min(part) for part in nx.connected_components(tree)]
+        tree.add_edges_from((parts[0], part) for part in parts[1:])
+        self.tree = tree
+
+    def project(self, attributes: Clique) -> np.ndarray:
+        """The counts of the marginal over `attributes`, an array with one axis per attribute."""
+        wanted = set(attributes)
+        holding = [clique for clique in self.tables if wanted <= set(clique)]
+        if holding:
+            clique = min(holding, key=lambda c: self.tables[c].size)
+            return _einsum([(self.tables[clique], clique)], attributes)
+        nodes = self._connecting_subtree(attributes)
+        factors = [(self.tables[node], node) for node in nodes]
+        for a, b in self.tree.subgraph(nodes).edges:
+            separator = tuple(x for x in a if x in b)
+            counts = _einsum([(self.tables[a], a)], separator)
+            factors.append((np.divide(1.0, counts, out=np.zeros_like(counts), where=counts > 0), separator))
+        return _einsum(factors, attributes)
+
+    def _connecting_subtree(self, attributes: Clique) -> set[Clique]:
+        """Cliques that together hold every attribute and form a subtree: from the clique holding
+        most of them, the path to the nearest clique holding each one it lacks."""
+        root = max(self.tables, key=lambda c: len(set(c) & set(attributes)))
+        paths = nx.single_source_shortest_path(self.tree, root)
+        nodes = {root}
+        for attribute in set(attributes) - set(root):
+            nearest = min((c for c in self.tables if attribute in c), key=lambda c: len(paths[c]))
+            nodes.update(paths[nearest])
+        return nodes
+
+    def sample(self, rows: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
+        """`rows` i.i.d. draws of every attribute's cell: the root clique from its table, then each
+        clique's new attributes given the ones it shares with its parent."""
+        root = next(iter(self.tables))
+        drawn: dict[str, np.ndarray] = {}
+        for parent, clique in [(None, root), *nx.bfs_edges(self.tree, root)]:
+            given = tuple(a for a in clique if parent is not None and a in parent)
+            new = tuple(a for a in clique if a not in given)
+            table = _einsum([(self.tables[clique], clique)], given + new)
+            new_shape = table.shape[len(given):]
+            conditional = table.reshape(-1, int(np.prod(new_shape, dtype=np.int64)))
+            given_index = (np.ravel_multi_index([drawn[a] for a in given], table.shape[:len(given)]) if given
+                           else np.zeros(rows, dtype=np.int64))
+            flat = _inverse_cdf_draws(conditional, given_index, rng)
+            for attribute, cells in zip(new, np.unravel_index(flat, new_shape)):
+                drawn[attribute] = cells
+        return drawn
+
+
+def _clique_tables(model: mbi.MarkovRandomField, tree: nx.Graph) -> dict[Clique, np.ndarray]:
+    """The model's counts over each maximal clique of its junction tree, by belief propagation on
+    the tree (the HUGIN schedule of `mbi.marginal_oracles.message_passing_hugin`) in numpy: `mbi`'s
+    jitted version compiles for every new model structure, which took about 3 s per AIM round on
+    Adult, over a hundred times the computation itself (20 ms)."""
+    cliques = mbi.junction_tree.maximal_cliques(tree)
+    holder = mbi.clique_utils.clique_mapping(cliques, model.cliques, model.domain)
+    beliefs = {clique: np.zeros(model.domain.project(clique).shape) for clique in cliques}
+    for clique, potential in model.potentials.tables.items():
+        beliefs[holder[clique]] = beliefs[holder[clique]] + _aligned(np.asarray(potential.values), clique, holder[clique])
+    messages: dict[tuple[Clique, Clique], tuple[np.ndarray, Clique]] = {}  # log-space table, its attributes
+    for sender, receiver in mbi.junction_tree.message_passing_order(tree):
+        belief = beliefs[sender]
+        if (receiver, sender) in messages:  # HUGIN: take out what the receiver already sent
+            belief = belief - _aligned(*messages[receiver, sender], sender)
+        separator = tuple(a for a in sender if a in receiver)
+        summed_out = tuple(i for i, a in enumerate(sender) if a not in receiver)
+        messages[sender, receiver] = (special.logsumexp(belief, axis=summed_out) if summed_out else belief, separator)
+        beliefs[receiver] = beliefs[receiver] + _aligned(*messages[sender, receiver], receiver)
+    return {clique: np.exp(belief - special.logsumexp(belief)) * float(model.total) for clique, belief in beliefs.items()}
+
+
+def _aligned(table: np.ndarray, attributes: Clique, target: Clique) -> np.ndarray:
+    """`table` over `attributes` (a subset of `target`, any order) with its axes in `target`'s
+    order and a length-1 axis for each attribute it lacks, so that it broadcasts against a table
+    over `target`."""
+    order = sorted(range(len(attributes)), key=lambda i: target.index(attributes[i]))
+    return np.transpose(table, order).reshape([table.shape[attributes.index(a)] if a in attributes else 1 for a in target])
+
+
+def _inverse_cdf_draws(weights: np.ndarray, row: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """One draw from row `row[i]` of `weights` (unnormalised, rows of zero mass read as uniform) for
+    each i. Row r's cumulative distribution shifted by r makes one increasing sequence, so a single
+    searchsorted serves every row without an (n × columns) array."""
+    totals = weights.sum(axis=1, keepdims=True)
+    probabilities = np.where(totals > 0, weights / np.where(totals > 0, totals, 1.0), 1.0 / weights.shape[1])
+    cdf = np.cumsum(probabilities, axis=1)
+    cdf[:, -1] = 1.0
+    shifted = (cdf + np.arange(len(cdf))[:, None]).ravel()
+    position = np.searchsorted(shifted, row + rng.random(len(row)), side="right")
+    return np.clip(position - row * weights.shape[1], 0, weights.shape[1] - 1)
+
+
+def _einsum(factors: list[tuple[np.ndarray, Clique]], output: Clique) -> np.ndarray:
+    """Σ over the attributes not in `output` of the product of `factors` (each a table and its
+    attributes), with one axis per attribute of `output`, in its order."""
+    letters = {a: i for i, a in enumerate(dict.fromkeys(a for _, clique in factors for a in clique))}
+    operands = [item for table, clique in factors for item in (table, [letters[a] for a in clique])]
+    return np.einsum(*operands, [letters[a] for a in output], optimize="greedy")
