@@ -14,7 +14,8 @@ from dpgym.plugins.marginal.accounting import (
 )
 from dpgym.plugins.marginal.generator import MarginalGenerator
 from dpgym.plugins.marginal.model import (
-    Clique, Measurements, ModelMarginals, estimate, marginal_counts, model_domain, model_size_mb,
+    Clique, Measurements, ModelMarginals, estimate, forget_compiled_estimates, marginal_counts, model_domain,
+    model_size_mb,
 )
 
 if TYPE_CHECKING:
@@ -102,6 +103,8 @@ class AIM(MarginalGenerator):
             sensitivity = max(allowed.values())
             chosen = list(allowed)[exponential_mechanism(scores, epsilon, sensitivity, rng)]
             ledger.selection(epsilon, sensitivity, f"AIM round {round_number}: the worst-approximated candidate")
+            if chosen not in measurements.precision:  # a new model structure: the compiled ones are done with
+                forget_compiled_estimates()
             measurements.add(chosen, measure(answers[chosen], sigma, rng), sigma)
             ledger.measurement(sigma, f"AIM round {round_number}: the selected marginal")
 

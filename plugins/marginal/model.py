@@ -101,6 +101,15 @@ def estimate(domain: mbi.Domain, measurements: Measurements, iters: int, total: 
                                                    warm_start=warm_start)
 
 
+def forget_compiled_estimates() -> None:
+    """Drop the programs JAX compiled to estimate models of earlier structures. Each keeps about a
+    thousand memory mappings; AIM compiles new ones every round, and past Linux's default limit of
+    65,530 mappings per process LLVM cannot map the next one (AIM on Census aborted after 27 minutes).
+    A structure never comes back once AIM has measured a new clique."""
+    mbi.estimation.Estimator._multi_step.clear_cache()
+    mbi.marginal_oracles.message_passing_hugin.clear_cache()
+
+
 class ModelMarginals:
     """A fitted model's distribution as count tables over its junction tree's maximal cliques."""
 

@@ -75,6 +75,7 @@ def test_the_size_limit_keeps_candidates_the_model_holds_and_those_that_fit():
     assert generator.within_size_limit(candidates, model, domain, 1.0) == candidates
 
 
+@pytest.mark.slow
 def test_the_same_seeds_give_the_same_rows(fitted, correlated):
     generator, _ = fitted
     again = aim.SPEC.build(PARAMS)
