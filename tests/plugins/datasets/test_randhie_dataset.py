@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 
 from dpgym.plugins.datasets import randhie
@@ -23,3 +24,20 @@ def test_no_person_is_on_both_sides_of_the_split():
     train, test = randhie.person_split(persons)
     assert len(train) + len(test) == len(persons) == 20_190
     assert set(persons.iloc[train]).isdisjoint(persons.iloc[test])
+
+
+def test_every_value_of_a_stepped_column_lies_on_its_grid():
+    rows = randhie.read()
+    stepped = [c for c in randhie.schema().columns if c.step is not None]
+    assert [c.name for c in stepped] == ["ghindx", "mdeoff", "pioff"]
+    for c in stepped:
+        cells = (rows[c.name].dropna() - c.min) / c.step
+        assert np.allclose(cells, cells.round(), rtol=0, atol=1e-6), c.name
+
+
+def test_steps_none_is_the_same_rows_without_the_step_grids(registry):
+    variant = registry.dataset("randhie:steps=none")
+    assert variant.name == "randhie:steps=none"
+    assert all(c.step is None for c in variant.schema().columns)
+    assert [c.name for c in variant.schema().columns] == randhie.schema().names
+    pd.testing.assert_frame_equal(variant.load().train, registry.dataset("randhie").load().train)
