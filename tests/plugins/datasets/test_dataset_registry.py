@@ -6,7 +6,7 @@ import pytest
 
 from dpgym.registry import PluginError
 
-NAMES = ["intrusion", "intrusion23", "census", "lifesci", "covertype", "half_moons", "pinwheel", "eight_gaussians", "csv"]
+NAMES = ["intrusion", "intrusion23", "census", "lifesci", "covertype", "half_moons", "pinwheel", "eight_gaussians", "checkerboard", "csv"]
 
 
 def test_every_dataset_is_registered_with_citation_licence_and_checksum(registry):
