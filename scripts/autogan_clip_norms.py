@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import time
+from collections.abc import Iterator
 
 import numpy as np
 import torch
@@ -61,7 +62,7 @@ def per_example_norms(encoder, decoder, x: torch.Tensor, reduction: str) -> tupl
     return np.sqrt(encoder_sq + decoder_sq), np.sqrt(decoder_sq)
 
 
-def measure(x: torch.Tensor, preset_name: str, seed: int) -> list[dict]:
+def measure(x: torch.Tensor, preset_name: str, seed: int) -> Iterator[dict]:
     """Train the autoencoder as dp_autogan's ε = ∞ fit does, reading the norms at each checkpoint."""
     preset = PRESETS[preset_name]
     torch.manual_seed(seed)  # as `DPAutoGAN._fit`: the networks are the first draws after seeding
@@ -69,17 +70,14 @@ def measure(x: torch.Tensor, preset_name: str, seed: int) -> list[dict]:
     optimizer = torch.optim.Adam([*encoder.parameters(), *decoder.parameters()], lr=preset.ae_lr,
                                  betas=(0.9, 0.999), weight_decay=preset.ae_weight_decay)
     phase = PlainPhase([optimizer], n_rows=len(x), batch_size=min(preset.ae_batch_size, len(x)), steps=0, seed=seed)
-    rows = []
     for checkpoint in (c for c in CHECKPOINTS if c <= preset.ae_steps):
         phase.planned_steps = checkpoint  # resume the same Poisson stream up to the next checkpoint
         train_autoencoder(phase, encoder, decoder, x, preset.loss_reduction)
         joint, decoder_only = per_example_norms(encoder, decoder, x, preset.loss_reduction)
-        rows.append({"seed": seed, "step": checkpoint, "joint": np.percentile(joint, [25, 50, 75]),
-                     "decoder": np.percentile(decoder_only, [25, 50, 75]),
-                     "ratio": float(np.median(decoder_only / joint)),
-                     "joint_clipped": float((joint > preset.ae_clip_norm).mean()),
-                     "decoder_clipped": float((decoder_only > preset.ae_clip_norm).mean())})
-    return rows
+        yield {"step": checkpoint, "joint": np.percentile(joint, [25, 50, 75]),
+               "decoder": np.percentile(decoder_only, [25, 50, 75]), "ratio": float(np.median(decoder_only / joint)),
+               "smallest": (joint.min(), decoder_only.min()),
+               "clipped": ((joint > preset.ae_clip_norm).mean(), (decoder_only > preset.ae_clip_norm).mean())}
 
 
 def main() -> None:
@@ -94,14 +92,16 @@ def main() -> None:
     c1 = PRESETS[args.preset].ae_clip_norm
     print(f"{args.dataset}: {len(x)} training rows, encoding width {x.shape[1]}; preset {args.preset}, C1 = {c1}")
     print("| seed | step | joint norm q25 / median / q75 | decoder-only q25 / median / q75 | "
-          "median decoder / joint | rows clipped, joint / decoder-only | CPU s since step 0 |")
-    print("|---|---|---|---|---|---|---|")
+          "median decoder / joint | smallest norm, joint / decoder-only | rows clipped, joint / decoder-only | "
+          "CPU s since step 0 |")
+    print("|---|---|---|---|---|---|---|---|")
     for seed in args.seeds:
         start = time.process_time()
         for row in measure(x, args.preset, seed):
             quartiles = {k: " / ".join(f"{v:.3f}" for v in row[k]) for k in ("joint", "decoder")}
             print(f"| {seed} | {row['step']:,} | {quartiles['joint']} | {quartiles['decoder']} | {row['ratio']:.3f} | "
-                  f"{row['joint_clipped']:.3f} / {row['decoder_clipped']:.3f} | {time.process_time() - start:.0f} |")
+                  f"{row['smallest'][0]:.3f} / {row['smallest'][1]:.3f} | "
+                  f"{row['clipped'][0]:.4f} / {row['clipped'][1]:.4f} | {time.process_time() - start:.0f} |")
 
 
 if __name__ == "__main__":

@@ -38,9 +38,15 @@ scored by golden and the paper-dp-hflow suites, and as `adult_autogan` by paper-
   d_per_g 15, disc_batch_size 128, gen_lr 0.005, disc_clip_norm 0.022 and the published (ψ1, ψ3, critic steps)
   settings. From the authors' code, where the paper is silent: loss_reduction "mean", ae_weight_decay 0,
   disc_lr 0.005, weight_clamp 0.01.
-- ae_clip_norm 0.012: App. E.1's decoder-only C1. Applying it to the joint (encoder ∥ decoder) gradient was
-  decided from per-example gradient norms of a non-private run on Adult's training rows (comment in PRESETS):
-  that reading is tuned on Adult.
+- ae_clip_norm 0.012: App. E.1's decoder-only C1, applied to the joint (encoder ∥ decoder) gradient. That
+  reading was checked on public tuning data (`randhie`, which no benchmark suite scores) by
+  scripts/autogan_clip_norms.py, its rule written before it ran (the joint reading stands if at every checkpoint
+  both readings' median per-example norms are at least 3× C1 and the decoder carries at least 0.8 of the joint
+  norm): in non-private runs of the adult preset, seeds 0–1, steps 0–10,000, the median norm is 0.076–0.320
+  joint and 0.5–5 % less decoder-only, and every row's norm exceeds C1 under both readings (the smallest 0.022),
+  so both clip every example and Adam's scale invariance makes them act alike (comment in PRESETS;
+  docs/measurements.md#dp-auto-gan-joint-clip). It had first been decided from the same reading on Adult's
+  training rows (medians ≈0.06–0.19 joint, ≈5 % less decoder-only).
 - private_disc_lr 5e-4: chosen on public tuning data (`randhie`, which no benchmark suite scores) by the
   `tuning-dp-auto-gan` suite, its levers and rule written before it ran: against the authors' 5e-3 it raised
   mean TSTR AUROC from 0.516 to 0.568 over 3 seeds at ε = 1 (docs/measurements.md#tuning-dp-auto-gan). It was
