@@ -49,6 +49,10 @@ def build_parser() -> argparse.ArgumentParser:
     board = sub.add_parser("leaderboard", help="aggregate a run directory into leaderboard.csv / .md")
     board.add_argument("run_dir", type=Path)
 
+    compare = sub.add_parser("compare", help="compare a run with published figures (leaderboard/references/)")
+    compare.add_argument("run_dir", type=Path)
+    compare.add_argument("--reference", help="comma-separated reference names or files (default: the suite's references)")
+
     check = sub.add_parser("check", help="compare a run with a committed baseline (CI regression gate)")
     check.add_argument("run_dir", type=Path)
     check.add_argument("--baseline", type=Path, required=True, help="e.g. leaderboard/baselines/golden.json")

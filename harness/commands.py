@@ -22,6 +22,7 @@ from dpgym.datafiles import DatasetUnavailable
 from dpgym.grid import default_metrics, expand
 from dpgym.inference import UnreadableTable, draft_toml, infer_schema, read_table
 from dpgym.preflight import InputError, check_datasets, check_out
+from dpgym.references import ReferenceError, known_references, load_reference
 from dpgym.registry import PluginError, Registry
 from dpgym.scaffold import ScaffoldError, new_plugin
 from dpgym.schema import SchemaError
@@ -43,7 +44,7 @@ from dpgym.suite import (
 UNLIMITED = 10**4  # a width no table of `dpgym list` reaches
 OUTPUTS_STAMP = "outputs.json"  # in a run directory: what its leaderboard and report were built from
 USER_ERRORS = (PluginError, SchemaError, SpecError, SuiteError, DatasetUnavailable, ScaffoldError, InputError,
-               UnreadableTable)
+               UnreadableTable, ReferenceError)
 
 
 def _csv(text: str) -> list[str]:
@@ -322,6 +323,26 @@ def cmd_plan(args: argparse.Namespace, suite: Suite, registry: Registry, console
             console.print(f"  dataset {dataset!r} is unavailable here: {missing}", markup=False, soft_wrap=True)
 
 
+def cmd_compare(args: argparse.Namespace, registry: Registry, console: Console) -> None:
+    """Each reference's published figures against the run's cells (those of the suite last run into it):
+    a table per reference, and RUN_DIR/compare-NAME.md and .json."""
+    from dpgym.compare import compare, run_cells, status_counts, terminal_table, write_comparison
+
+    names = _csv(args.reference) if args.reference is not None else list(manifest_suite(args.run_dir).references)
+    if not names:
+        raise ReferenceError(f"name the references to compare with: --reference NAME[,NAME] (known: "
+                             f"{', '.join(known_references())}), or list them in the suite's 'references'")
+    references = [load_reference(name) for name in names]  # every file validated before any work
+    directions = metric_directions(registry)
+    cells = run_cells(args.run_dir, directions, suite_keys(args.run_dir, registry))
+    for reference in references:
+        rows = compare(reference, cells, directions)
+        console.print(terminal_table(reference, rows))
+        markdown, data = write_comparison(args.run_dir, reference, rows)
+        console.print(f"{reference.name}: {status_counts(rows)}; {markdown} (and {data.name})", markup=False,
+                      soft_wrap=True)
+
+
 def cmd_check(args: argparse.Namespace, registry: Registry, console: Console) -> int:
     """0: no regression; 1: a metric or privacy regression (listed); errors raise (exit 2)."""
     from dpgym.check import compare, load_baseline, summarise, write_baseline
@@ -396,6 +417,8 @@ def execute(args: argparse.Namespace) -> int:
             console.print(f"report: {write_report(args.run_dir, registry, args.out, keys)}")
         elif args.command == "schema":
             cmd_schema_infer(args, console)
+        elif args.command == "compare":
+            cmd_compare(args, registry, console)
         elif args.command == "check":
             return cmd_check(args, registry, console)
         elif args.command == "new-plugin":

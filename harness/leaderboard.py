@@ -182,12 +182,19 @@ def bootstrap_ci(values: np.ndarray, seed_key: str) -> tuple[float, float]:
     return float(result.confidence_interval.low), float(result.confidence_interval.high)
 
 
-def _summary(values: pd.Series, seed_key: str) -> tuple[float, float, float, float]:
+def mean_and_interval(values: pd.Series, seed_key: str) -> tuple[float, float, float, float]:
+    """Mean, standard deviation and 95% bootstrap interval of the non-missing values (`bootstrap_ci`)."""
     v = values.dropna().to_numpy(dtype=float)
     if len(v) == 0:
         return (math.nan,) * 4
     low, high = bootstrap_ci(v, seed_key)
     return float(v.mean()), float(v.std(ddof=1)) if len(v) > 1 else math.nan, low, high
+
+
+def interval_key(generator: str, dataset: str, epsilon: float, delta: float, metric: str) -> str:
+    """What seeds the bootstrap of one row's metric: the same row gets the same interval wherever it
+    is computed (the leaderboard, `dpgym compare`)."""
+    return f"{generator}|{dataset}|{epsilon!r}|{delta!r}|{metric}"
 
 
 def aggregate(cells: pd.DataFrame, directions: dict[str, Direction]) -> pd.DataFrame:
@@ -207,8 +214,8 @@ def aggregate(cells: pd.DataFrame, directions: dict[str, Direction]) -> pd.DataF
         row.update(task=group.task.iloc[0], n_seeds=len(ok), failures=int(group.charged.sum()),
                    fit_seconds_mean=scored.fit_seconds.mean())
         for m in metrics:
-            where = f"{row['generator']}|{row['dataset']}|{row['epsilon']!r}|{row['delta']!r}|{m}"
-            mean, std, low, high = _summary(scored[f"metric:{m}"], where)
+            where = interval_key(row["generator"], row["dataset"], row["epsilon"], row["delta"], m)
+            mean, std, low, high = mean_and_interval(scored[f"metric:{m}"], where)
             row.update({f"{m}_mean": mean, f"{m}_std": std, f"{m}_ci_low": low, f"{m}_ci_high": high})
         row.update(
             unavailable=int((group.status == "unavailable").sum()),
@@ -445,7 +452,7 @@ def dataset_level(cells: pd.DataFrame, names: Iterable[str]) -> pd.DataFrame:
             per_seed = part.dropna(subset=[column]).groupby("seed")[column].first()
             if per_seed.empty:
                 continue
-            mean, std, low, high = _summary(per_seed, f"{dataset}|{name}")
+            mean, std, low, high = mean_and_interval(per_seed, f"{dataset}|{name}")
             rows.append({"dataset": dataset, "value": name, "mean": mean, "std": std, "ci_low": low, "ci_high": high,
                          "seeds": len(per_seed)})
     return pd.DataFrame(rows, columns=["dataset", "value", "mean", "std", "ci_low", "ci_high", "seeds"])
@@ -478,13 +485,13 @@ def build_leaderboard(run_dir: Path, directions: dict[str, Direction], keys: set
     return Leaderboard(_ordered(board, metrics), cells, ranking, directions, time_limit, per_dataset)
 
 
-def _fmt(value: float, digits: int = 3) -> str:
+def format_number(value: float, digits: int = 3) -> str:
     if value is None or np.isnan(value):
         return "—"
     return ("∞" if value > 0 else "−∞") if np.isinf(value) else f"{value:.{digits}f}"
 
 
-def _escape(text: Any) -> str:
+def markdown_text(text: Any) -> str:
     """Text for one Markdown table cell or list item: a `|` in a label would start a new cell, and a
     `<` would open raw HTML in renderers that allow it."""
     return " ".join(str(text).replace("\\", "\\\\").replace("|", "\\|").replace("<", "&lt;").split())
@@ -495,23 +502,23 @@ def to_markdown(lb: Leaderboard) -> str:
     metrics = lb.metrics
     lines = []
     for (dataset, epsilon), part in board.groupby(["dataset", "epsilon"], sort=True):
-        lines.append(f"### {_escape(dataset)}, ε = {epsilon:g}\n")
+        lines.append(f"### {markdown_text(dataset)}, ε = {epsilon:g}\n")
         learning = [c for c in ("auc_median", "auc_fraction_of_nonprivate") if c in board]
         header = ["generator", "guarantee", "ε spent", "audit", "seeds", "failed", "fit s"] + [
-            f"{_escape(m)} {ARROWS.get(directions.get(m), '(direction undeclared)')}" for m in metrics] + learning
+            f"{markdown_text(m)} {ARROWS.get(directions.get(m), '(direction undeclared)')}" for m in metrics] + learning
         lines.append("| " + " | ".join(header) + " |")
         lines.append("|" + "---|" * len(header))
         for _, row in part.iterrows():
-            spent = _fmt(row.eps_spent) + (" (under-spent)" if row.under_spent else "")
-            cells = [_escape(row.generator), row.guarantee, spent, row.audit_verdict or "—", str(row.n_seeds),
-                     str(row.failures), _fmt(row.fit_seconds_mean, 1)]
+            spent = format_number(row.eps_spent) + (" (under-spent)" if row.under_spent else "")
+            cells = [markdown_text(row.generator), row.guarantee, spent, row.audit_verdict or "—", str(row.n_seeds),
+                     str(row.failures), format_number(row.fit_seconds_mean, 1)]
             for m in metrics:
                 mean, low, high, rank = row[f"{m}_mean"], row[f"{m}_ci_low"], row[f"{m}_ci_high"], row[f"{m}_rank"]
-                text = _fmt(mean)
+                text = format_number(mean)
                 if np.isfinite(low):
-                    text += f" [{_fmt(low)}, {_fmt(high)}]"
+                    text += f" [{format_number(low)}, {format_number(high)}]"
                 cells.append(text + ("" if not np.isfinite(rank) else f" #{rank:g}"))
-            cells.extend(_fmt(row[c]) for c in learning)
+            cells.extend(format_number(row[c]) for c in learning)
             lines.append("| " + " | ".join(cells) + " |")
         lines.append("")
     lines.append("ε spent: the independent re-accounting of the ledgers (largest over seeds); under-spent: less than "
@@ -525,30 +532,30 @@ def to_markdown(lb: Leaderboard) -> str:
         lines.append("|---|---|---|---|---|")
         for _, row in lb.dataset_values.iterrows():
             arrow = ARROWS.get(directions.get(row.value), "")
-            lines.append(f"| {_escape(row.dataset)} | {_escape(row.value)} {arrow} | {_fmt(row['mean'])} | "
-                         f"[{_fmt(row.ci_low)}, {_fmt(row.ci_high)}] | {row.seeds} |")
+            lines.append(f"| {markdown_text(row.dataset)} | {markdown_text(row.value)} {arrow} | {format_number(row['mean'])} | "
+                         f"[{format_number(row.ci_low)}, {format_number(row.ci_high)}] | {row.seeds} |")
         lines.append("")
     lines.append("### Overall ranking\n")
     lines.append(lb.ranking.statement + "\n")
     lines.append("| rank | generator | mean rank |")
     lines.append("|---|---|---|")
     for e in lb.ranking.generators:
-        lines.append(f"| {_fmt(e['rank'], 0)} | {_escape(e['generator'])} | {_fmt(e['mean_rank'], 2)} |")
+        lines.append(f"| {format_number(e['rank'], 0)} | {markdown_text(e['generator'])} | {format_number(e['mean_rank'], 2)} |")
     failures = lb.failures()
     if len(failures):
         lines.append("\n### Failed cells (charged)\n")
         for _, f in failures.iterrows():
-            lines.append(f"- {_escape(f.generator)} × {_escape(f.dataset)} × ε={f.epsilon:g} × seed {f.seed}: "
-                         f"{_escape(f.error)}")
+            lines.append(f"- {markdown_text(f.generator)} × {markdown_text(f.dataset)} × ε={f.epsilon:g} × seed {f.seed}: "
+                         f"{markdown_text(f.error)}")
     return "\n".join(lines) + "\n"
 
 
-def _jsonable(value: Any) -> Any:
+def strict_json(value: Any) -> Any:
     """Strict JSON: NaN becomes null, and an infinity (ε, or a log-likelihood of −∞) the string "inf" or "-inf"."""
     if isinstance(value, dict):
-        return {str(k): _jsonable(v) for k, v in value.items()}
+        return {str(k): strict_json(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
-        return [_jsonable(v) for v in value]
+        return [strict_json(v) for v in value]
     if isinstance(value, float | np.floating):
         if math.isinf(value):
             return "inf" if value > 0 else "-inf"
@@ -559,7 +566,7 @@ def _jsonable(value: Any) -> Any:
 
 
 def to_json(lb: Leaderboard) -> dict[str, Any]:
-    return _jsonable({
+    return strict_json({
         "format": "dpgym-leaderboard/1",
         "metrics": {m: str(lb.directions[m]) if m in lb.directions else "undeclared" for m in lb.metrics},
         "statistics": {
@@ -619,12 +626,12 @@ def terminal_summary(lb: Leaderboard, headline: Sequence[str] | None = None) -> 
         for m in metrics:
             table.add_column(f"{m} {ARROWS.get(lb.directions.get(m), '')}".strip(), justify="right")
         for _, row in part.iterrows():
-            spent = _fmt(row.eps_spent) + (" under" if row.under_spent else "")
+            spent = format_number(row.eps_spent) + (" under" if row.under_spent else "")
             values = []
             for m in metrics:
                 rank = row.get(f"{m}_rank", np.nan)
                 mean = row[f"{m}_mean"] if f"{m}_mean" in row else row[m]
-                values.append(_fmt(mean) + ("" if not np.isfinite(rank) else f" #{rank:g}"))
+                values.append(format_number(mean) + ("" if not np.isfinite(rank) else f" #{rank:g}"))
             failed = f" ({row.failures} failed)" if row.failures else ""
             table.add_row(f"{row.generator}{failed}", row.guarantee, spent, *values)
         tables.append(table)
@@ -634,6 +641,6 @@ def terminal_summary(lb: Leaderboard, headline: Sequence[str] | None = None) -> 
             table.add_column(column)
         for _, row in lb.dataset_values.iterrows():
             table.add_row(row.dataset, f"{row.value} {ARROWS.get(lb.directions.get(row.value), '')}".strip(),
-                          _fmt(row["mean"]), str(row.seeds))
+                          format_number(row["mean"]), str(row.seeds))
         tables.append(table)
     return tables

@@ -9,6 +9,8 @@ A suite file (``leaderboard/suites/NAME.toml``)::
     seeds = 2                 # a count (seeds 0..n-1) or an explicit list
     metrics = ["fidelity", "utility"]   # optional: default is, per cell, the metrics relevant to it
     headline = ["tstr_auroc", "marginal_tvd"]   # optional: the values the terminal summary shows
+    references = ["dp-hflow"]   # optional: published figures `dpgym compare` checks the run against
+                                # (leaderboard/references/NAME.toml)
 
     [metric_options.utility]  # optional: a metric's options (part of the cell key when given)
     classifiers = ["logistic_regression", "hist_gradient_boosting", "xgboost"]
@@ -156,6 +158,7 @@ class Suite:
     learners: tuple[MethodConfig, ...] = ()
     metric_options: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     headline: tuple[str, ...] | None = None  # metrics the terminal summary shows; None: dpgym's default few
+    references: tuple[str, ...] = ()  # reference files (published figures) `dpgym compare` uses by default
 
     def __post_init__(self) -> None:
         for what in ("datasets", "epsilons", "seeds"):
@@ -190,6 +193,7 @@ class Suite:
             "settings": self.settings.to_dict(),
             **({"metric_options": {k: dict(v) for k, v in self.metric_options.items()}} if self.metric_options else {}),
             **({"headline": list(self.headline)} if self.headline else {}),
+            **({"references": list(self.references)} if self.references else {}),
             **({"learners": [{"name": g.name, "label": g.label, "params": g.params} for g in self.learners]}
                if self.learners else {}),
         }
@@ -242,7 +246,7 @@ def _list(raw: dict[str, Any], key: str, where: str) -> list[Any]:
 
 def suite_from_dict(raw: dict[str, Any], where: str) -> Suite:
     allowed = {"name", "description", "generators", "learners", "datasets", "epsilons", "delta", "seeds", "metrics",
-               "settings", "metric_options", "headline"}
+               "settings", "metric_options", "headline", "references"}
     unknown = sorted(set(raw) - allowed)
     if unknown:
         raise SuiteError(f"{where}: unknown keys {unknown} (allowed: {', '.join(sorted(allowed))})")
@@ -265,6 +269,7 @@ def suite_from_dict(raw: dict[str, Any], where: str) -> Suite:
         metric_options=_metric_options(raw.get("metric_options", {}), list(metrics) if metrics is not None else None,
                                        where),
         headline=_names(raw, "headline", where),
+        references=_names(raw, "references", where) or (),
     )
 
 

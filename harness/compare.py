@@ -1,0 +1,224 @@
+"""Published figures against a run: `dpgym compare RUN_DIR --reference dp-hflow`.
+
+A reference file (`dpgym.references`) holds the numbers one paper publishes that dpgym's paper
+suites can reproduce, each as an entry naming the suite's generator label, dataset, metric value
+and ε. For every entry the run covers, ours is the mean over
+seeds with the leaderboard's 95% bootstrap interval (`dpgym.leaderboard.mean_and_interval`, failed
+cells charged as the leaderboard charges them, so the two agree), and the entry gets a status:
+
+- ``reproduced``: the paper's value (± its reading precision, for a value read from a plot) lies in
+  our interval, or our mean lies in the entry's ``band`` (a tolerance the paper's own text states);
+  with one replicate there is no interval, and our mean must lie within the reading precision;
+- ``better`` / ``worse``: otherwise, by the metric's declared direction;
+- ``not run``: the run has no cells for the entry, or its cells did not compute the metric.
+
+An entry is compared on each of its datasets (its `variants`, other preparations of the same data)
+that the run has any cells of; an entry whose datasets the run has none of is one ``not run`` row.
+
+Entries without ``epsilon`` are non-private results (the "Real" column of a table): a non-private
+method's cells are the same fits at every ε (a cell's random streams do not depend on ε), so they
+are compared at the run's largest ε for that method rather than pooled across ε.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+from rich.table import Table
+
+from dpgym.leaderboard import (
+    cell_rows,
+    charge_failures,
+    format_number,
+    interval_key,
+    markdown_text,
+    mean_and_interval,
+    strict_json,
+)
+from dpgym.references import Entry, Reference, ReferenceError, format_epsilon
+from dpgym.specs import Direction
+from dpgym.store import RunStore
+
+REPRODUCED, BETTER, WORSE, NOT_RUN = "reproduced", "better", "worse", "not run"
+STATUS_RULES = ("reproduced: the paper's value (± its reading precision) lies in our 95% interval, or our mean lies "
+                "in the band the paper's text states; better / worse: otherwise, by the metric's direction; "
+                "not run: no cells, or the metric was not computed")
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """One reference entry against the run's cells of one dataset (or pooled replicates)."""
+
+    entry: Entry
+    status: str
+    datasets: tuple[str, ...]
+    epsilon: float | None = None  # the run's ε compared; None when not run
+    delta: float | None = None
+    mean: float = math.nan
+    ci_low: float = math.nan
+    ci_high: float = math.nan
+    n_replicates: int = 0  # seeds (or pooled folds) that gave a value
+    failures: int = 0
+    reason: str = ""
+
+    @property
+    def difference(self) -> float:
+        return self.mean - self.entry.value
+
+
+def judge(entry: Entry, mean: float, low: float, high: float, direction: Direction) -> str:
+    """The status of our mean and interval against a published value (module docstring)."""
+    reading = entry.precision or 0.0
+    if math.isfinite(low):
+        inside = entry.value - reading <= high and low <= entry.value + reading
+    else:  # one replicate: no interval
+        inside = abs(mean - entry.value) <= reading
+    if inside or (entry.band is not None and entry.band[0] <= mean <= entry.band[1]):
+        return REPRODUCED
+    return BETTER if (mean > entry.value) == (direction is Direction.HIGHER) else WORSE
+
+
+def run_cells(run_dir: Path, directions: dict[str, Direction], keys: set[str] | None = None) -> pd.DataFrame:
+    """The run's cells (those in `keys`, when given) as the leaderboard scores them: failures charged."""
+    results = RunStore(run_dir).results(keys)
+    if not results:
+        raise ValueError(f"{run_dir} has no finished cells yet")
+    cells = charge_failures(cell_rows(results), directions)
+    return cells[(cells.status == "ok") | cells.charged]
+
+
+def compare(reference: Reference, cells: pd.DataFrame, directions: dict[str, Direction]) -> list[Comparison]:
+    """Every entry of `reference` against `cells` (`run_cells`): one row per dataset it is compared on."""
+    unknown = sorted({e.metric for e in reference.entries} - set(directions))
+    if unknown:
+        raise ReferenceError(f"{reference.path}: {unknown} are not values of any installed metric")
+    rows, ran = [], set(cells.dataset)
+    for entry in reference.entries:
+        candidates = [(entry.dataset, *entry.replicates), *((v,) for v in entry.variants)]
+        # A preparation the run has no cells of at all is another suite's, not a gap in this run.
+        for datasets in [c for c in candidates if ran.intersection(c)] or candidates[:1]:
+            rows.extend(_compare_on(entry, datasets, cells, directions[entry.metric]))
+    return rows
+
+
+def dataset_text(datasets: tuple[str, ...]) -> str:
+    """The datasets of a row, short: pooled folds are "lifesci + 9 more"."""
+    return " + ".join(datasets) if len(datasets) < 3 else f"{datasets[0]} + {len(datasets) - 1} more"
+
+
+def _compare_on(entry: Entry, datasets: tuple[str, ...], cells: pd.DataFrame, direction: Direction) -> list[Comparison]:
+    mine = cells[(cells.generator == entry.generator) & cells.dataset.isin(datasets)]
+    if entry.delta is not None:
+        mine = mine[[math.isclose(d, entry.delta, rel_tol=1e-6) for d in mine.delta]]
+    if mine.empty:
+        return [Comparison(entry, NOT_RUN, datasets, reason=f"the run has no cells of {entry.generator} on "
+                           f"{dataset_text(datasets)}" + ("" if entry.delta is None else f" at δ = {entry.delta:g}"))]
+    epsilon = mine.epsilon.max() if entry.epsilon is None else entry.epsilon
+    at_epsilon = mine[mine.epsilon == epsilon]
+    if at_epsilon.empty:
+        ran = ", ".join(format_epsilon(e) for e in sorted(mine.epsilon.unique()))
+        return [Comparison(entry, NOT_RUN, datasets, reason=f"the run has {entry.generator} on {dataset_text(datasets)} "
+                           f"at ε = {ran} only")]
+    return [_compare_group(entry, datasets, group, direction) for _, group in at_epsilon.groupby("delta", sort=True)]
+
+
+def _compare_group(entry: Entry, datasets: tuple[str, ...], group: pd.DataFrame, direction: Direction) -> Comparison:
+    epsilon, delta = group.epsilon.iloc[0], group.delta.iloc[0]
+    column = f"metric:{entry.metric}"
+    values = group[column] if column in group else pd.Series(dtype=float)
+    if values.notna().sum() == 0:
+        return Comparison(entry, NOT_RUN, datasets, float(epsilon), float(delta),
+                          reason=f"the run's cells of {entry.generator} did not compute {entry.metric}")
+    # One dataset: the leaderboard row's own interval; pooled replicates: an interval of their own.
+    where = interval_key(entry.generator, "+".join(datasets), epsilon, delta, entry.metric)
+    mean, _, low, high = mean_and_interval(values, where)
+    return Comparison(entry, judge(entry, mean, low, high, direction), datasets, float(epsilon), float(delta),
+                      mean, low, high, int(values.notna().sum()), int(group.charged.sum()))
+
+
+def _published(entry: Entry) -> str:
+    text = format_number(entry.value)
+    if entry.spread is not None:
+        text += f" ± {format_number(entry.spread)} ({entry.spread_kind})"
+    if entry.precision is not None:
+        text += f" (read ± {format_number(entry.precision, 2)})"
+    if entry.band is not None:
+        text += f" band [{format_number(entry.band[0])}, {format_number(entry.band[1])}]"
+    return text
+
+
+def _ours(row: Comparison) -> str:
+    if row.status == NOT_RUN:
+        return "—"
+    interval = f" [{format_number(row.ci_low)}, {format_number(row.ci_high)}]" if math.isfinite(row.ci_low) else ""
+    charged = f", {row.failures} failed" if row.failures else ""
+    return f"{format_number(row.mean)}{interval} (n = {row.n_replicates}{charged})"
+
+
+def _cells(row: Comparison) -> list[str]:
+    """A row's columns, shared by the terminal table and the Markdown file."""
+    e = row.entry
+    epsilon = row.epsilon if row.epsilon is not None else e.epsilon
+    return [e.figure, e.generator, dataset_text(row.datasets), "—" if epsilon is None else format_epsilon(epsilon),
+            e.metric, _published(e), _ours(row),
+            "—" if row.status == NOT_RUN else f"{row.difference:+.3f}", row.status, row.reason]
+
+
+HEADER = ["figure", "generator", "dataset", "ε", "metric", "paper", "ours: mean [95% CI] (n)", "difference", "status",
+          "why"]
+
+
+def terminal_table(reference: Reference, rows: list[Comparison]) -> Table:
+    table = Table(title=f"{reference.name}: {reference.title}", title_justify="left")
+    for column in HEADER:
+        table.add_column(column, justify="right" if column in ("difference",) else "left")
+    for row in rows:
+        table.add_row(*_cells(row))
+    return table
+
+
+def status_counts(rows: list[Comparison]) -> str:
+    counts = {s: sum(r.status == s for r in rows) for s in (REPRODUCED, BETTER, WORSE, NOT_RUN)}
+    return ", ".join(f"{n} {s}" for s, n in counts.items())
+
+
+def to_markdown(reference: Reference, rows: list[Comparison], run_dir: Path) -> str:
+    lines = [f"# {markdown_text(reference.title)} against {markdown_text(run_dir)}\n",
+             f"Reference `{reference.path.name}`: {status_counts(rows)}. {STATUS_RULES}. Ours: the mean over seeds "
+             "(or pooled replicates) with the leaderboard's 95% bootstrap interval, failed cells charged.\n",
+             "| " + " | ".join(HEADER) + " |", "|" + "---|" * len(HEADER)]
+    lines += ["| " + " | ".join(markdown_text(c) for c in _cells(row)) + " |" for row in rows]
+    lines.append("\n## What each figure measures\n")
+    lines += [f"- **{markdown_text(figure)}**: {markdown_text(notes)}" for figure, notes in reference.figures.items()]
+    noted = [e for e in reference.entries if e.notes]
+    if noted:
+        lines.append("\n## Notes on single entries\n")
+        lines += [f"- {markdown_text(e.label)}: {markdown_text(e.notes)}" for e in noted]
+    return "\n".join(lines) + "\n"
+
+
+def to_json(reference: Reference, rows: list[Comparison], run_dir: Path) -> dict[str, Any]:
+    return strict_json({
+        "format": "dpgym-compare/1",
+        "reference": reference.name,
+        "title": reference.title,
+        "run_dir": str(run_dir),
+        "status_rules": STATUS_RULES,
+        "rows": [{**asdict(row.entry), "compared_datasets": list(row.datasets), "compared_epsilon": row.epsilon,
+                  "compared_delta": row.delta, "status": row.status, "mean": row.mean, "ci_low": row.ci_low,
+                  "ci_high": row.ci_high, "n_replicates": row.n_replicates, "failures": row.failures,
+                  "difference": row.difference, "reason": row.reason} for row in rows],
+    })
+
+
+def write_comparison(run_dir: Path, reference: Reference, rows: list[Comparison]) -> tuple[Path, Path]:
+    """RUN_DIR/compare-NAME.md and .json."""
+    markdown, data = run_dir / f"compare-{reference.name}.md", run_dir / f"compare-{reference.name}.json"
+    markdown.write_text(to_markdown(reference, rows, run_dir))
+    data.write_text(json.dumps(to_json(reference, rows, run_dir), indent=2, allow_nan=False))
+    return markdown, data
