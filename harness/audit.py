@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass
+from typing import Any
 
 import numpy as np
 from scipy.stats import beta as beta_dist
@@ -38,12 +39,15 @@ class Finding:
         return asdict(self)
 
 
-def clopper_pearson(hits: int, trials: int, confidence: float = CONFIDENCE) -> tuple[float, float]:
-    """Two-sided exact binomial interval for a proportion."""
+def clopper_pearson(hits: Any, trials: Any, confidence: float = CONFIDENCE) -> tuple[Any, Any]:
+    """Two-sided exact binomial interval for a proportion: floats, or arrays for arrays of counts
+    (the empirical audit bounds every threshold of a test at once)."""
+    hits, trials = np.asarray(hits), np.asarray(trials)
     alpha = 1 - confidence
-    lo = 0.0 if hits == 0 else float(beta_dist.ppf(alpha / 2, hits, trials - hits + 1))
-    hi = 1.0 if hits == trials else float(beta_dist.ppf(1 - alpha / 2, hits + 1, trials - hits))
-    return lo, hi
+    with np.errstate(invalid="ignore"):  # the parameters are 0 exactly where np.where replaces the value
+        lo = np.where(hits == 0, 0.0, beta_dist.ppf(alpha / 2, hits, trials - hits + 1))
+        hi = np.where(hits == trials, 1.0, beta_dist.ppf(1 - alpha / 2, hits + 1, trials - hits))
+    return (float(lo), float(hi)) if lo.ndim == 0 else (lo, hi)
 
 
 def group_privacy(real_aucs: np.ndarray, permuted_aucs: np.ndarray, epsilon: float, n: int, delta: float = 0.0,

@@ -46,6 +46,23 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--max-memory", help="resident-memory limit per cell, e.g. 8GB, 512MiB")
     run.add_argument("--device", choices=DEVICES, help="auto (default) | cpu | cuda, for generators that support CUDA")
 
+    audit = sub.add_parser("audit", help="empirical privacy audit: an ε lower bound from a distinguishing game")
+    audit.add_argument("--generators", required=True, help="comma-separated generator names")
+    audit.add_argument("--datasets", required=True, help="comma-separated dataset names")
+    audit.add_argument("--epsilons", required=True, help="comma-separated claimed ε values (finite)")
+    audit.add_argument("--delta", type=float, default=1e-5, help="δ (default 1e-5)")
+    audit.add_argument("--fits", type=int, default=200,
+                       help="fits per audit (default 200; docs/privacy.md#empirical-audit recommends per cost)")
+    audit.add_argument("--audit-rows", type=int, default=1000, help="rows of D (default 1000)")
+    audit.add_argument("--synthetic-rows", type=int, help="synthetic rows sampled per fit (default: --audit-rows)")
+    audit.add_argument("--seed", type=int, default=0, help="seed of D, the coins and the fits (default 0)")
+    audit.add_argument("--set", action="append", default=[], metavar="GENERATOR.PARAM=VALUE",
+                       help="override a generator hyper-parameter (repeatable)")
+    audit.add_argument("--out", required=True, type=Path, help="directory (DIR/audits/, DIR/audits.json); re-running resumes")
+    audit.add_argument("--workers", type=int, help="fit processes at once (default: the number of cores)")
+    audit.add_argument("--timeout", help="wall-clock limit per process of up to 10 fits: seconds, or e.g. 30m")
+    audit.add_argument("--max-memory", help="resident-memory limit per fit process, e.g. 8GB")
+
     board = sub.add_parser("leaderboard", help="aggregate a run directory into leaderboard.csv / .md")
     board.add_argument("run_dir", type=Path)
 

@@ -19,7 +19,7 @@ from rich.console import Console
 from rich.table import Table
 
 from dpgym.datafiles import DatasetUnavailable
-from dpgym.grid import default_metrics, expand
+from dpgym.grid import check_builds, default_metrics, expand
 from dpgym.inference import UnreadableTable, draft_toml, infer_schema, read_table
 from dpgym.preflight import InputError, check_datasets, check_out
 from dpgym.references import ReferenceError, known_references, load_reference
@@ -323,6 +323,50 @@ def cmd_plan(args: argparse.Namespace, suite: Suite, registry: Registry, console
             console.print(f"  dataset {dataset!r} is unavailable here: {missing}", markup=False, soft_wrap=True)
 
 
+def cmd_audit(args: argparse.Namespace, registry: Registry, console: Console, err: Console) -> None:
+    """Audit each generator × dataset × ε (docs/privacy.md#empirical-audit): a table of ε lower bounds
+    beside the claims, DIR/audits.json, and each audit's fits and scores under DIR/audits/<key>/."""
+    from dpgym.generator_audit import AuditOptions, run_audits
+
+    if args.fits < 4 or args.audit_rows < 1 or (args.synthetic_rows or 1) < 1:
+        raise SuiteError(f"--fits must be ≥ 4, --audit-rows and --synthetic-rows ≥ 1, got {args.fits}, "
+                         f"{args.audit_rows} and {args.synthetic_rows}")
+    if args.workers is not None and args.workers < 1:
+        raise SuiteError(f"--workers must be ≥ 1, got {args.workers}")
+    epsilons = _listed(args, "epsilons", _epsilons)
+    if any(e == float("inf") for e in epsilons):
+        raise SuiteError("--epsilons: an audit tests a finite claim; ε = inf claims nothing")
+    suite = apply_overrides(Suite(name="audit", generators=tuple(MethodConfig(g) for g in _listed(args, "generators")),
+                                  datasets=_listed(args, "datasets", _dataset_names), epsilons=epsilons, seeds=(0,),
+                                  delta=args.delta, metrics=()), args.set)
+    cells = expand(suite, registry)
+    check_builds(cells, registry)
+    for note in check_datasets(suite, registry):
+        err.print(f"dpgym: warning: {note}", markup=False, soft_wrap=True)
+    check_out(args.out)
+    options = AuditOptions(fits=args.fits, audit_rows=args.audit_rows, seed=args.seed, synthetic_rows=args.synthetic_rows)
+
+    def progress(state: Any, _: int) -> None:
+        err.print(f"{state.cell.title.rsplit(' × seed', 1)[0]}: {len(state.done() & set(range(args.fits)))}/"
+                  f"{args.fits} fits", markup=False, highlight=False)
+
+    summaries = run_audits(cells, options, args.out, registry, args.workers,
+                           parse_timeout(args.timeout, "--timeout") if args.timeout else None,
+                           parse_memory(args.max_memory, "--max-memory") if args.max_memory else None, progress)
+    table = Table("generator", "dataset", "ε claimed", "fits", "ε lower bound (95%) [point]", "attack", "verdict",
+                  title=f"empirical audit into {args.out}")
+    for s in summaries:
+        bound = (f"{s['epsilon_lower']:.3f} [{s['epsilon_point']:.3f}]" if s["status"] == "ok" else "—")
+        table.add_row(s["generator"], s["dataset"], f"{s['epsilon_claimed']:g}", str(s["fits_done"]), bound,
+                      s.get("attack", ""), s["verdict"])
+    console.print(table)
+    for s in summaries:
+        if s["status"] != "ok":
+            console.print(f"  {s['generator']} × {s['dataset']} × ε={s['epsilon_claimed']:g}: {s['error']}",
+                          markup=False, soft_wrap=True)
+    console.print(f"audits: {args.out / 'audits.json'}", markup=False, soft_wrap=True)
+
+
 def cmd_compare(args: argparse.Namespace, registry: Registry, console: Console) -> None:
     """Each reference's published figures against the run's cells (those of the suite last run into it):
     a table per reference, and RUN_DIR/compare-NAME.md and .json."""
@@ -417,6 +461,8 @@ def execute(args: argparse.Namespace) -> int:
             console.print(f"report: {write_report(args.run_dir, registry, args.out, keys)}")
         elif args.command == "schema":
             cmd_schema_infer(args, console)
+        elif args.command == "audit":
+            cmd_audit(args, registry, console, err)
         elif args.command == "compare":
             cmd_compare(args, registry, console)
         elif args.command == "check":
@@ -426,7 +472,8 @@ def execute(args: argparse.Namespace) -> int:
             console.print(f"plugin package written to {target}: see its README.md, then `pip install -e {target}`",
                           markup=False, soft_wrap=True)
     except KeyboardInterrupt:
-        err.print("dpgym: interrupted; finished cells are kept, and the same command resumes the run", markup=False)
+        kept = "stored fits" if args.command == "audit" else "finished cells"
+        err.print(f"dpgym: interrupted; {kept} are kept, and the same command resumes the run", markup=False)
         return 130
     except USER_ERRORS as error:
         err.print(f"dpgym: error: {error}", markup=False, soft_wrap=True)

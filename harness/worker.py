@@ -75,6 +75,9 @@ class CellTask:
     # The driver's environment when the cell was handed over: the forkserver's is a snapshot of
     # an earlier moment (None on a dask worker, whose own environment is the right one).
     env: dict[str, str] | None = None
+    # What the child runs: `run_cell`, or another module-level function of the same signature whose
+    # `cell` has a `key` and whose result is a dict (an empirical audit's batch of fits).
+    job: Callable[..., tuple[dict[str, Any], Any, Any]] | None = None
 
 
 @dataclass
@@ -163,7 +166,8 @@ def _child_main(conn: Any, task: CellTask, supervisor: tuple[int, int], scratch:
         os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # before any CUDA context exists
         limit_threads(task.threads)
         STAGE_LISTENER.set(lambda label: conn.send(("stage", label)))
-        result, ledger, synthetic = run_cell(task.cell, worker_registry(task.plugins), device=task.device)
+        run = task.job or run_cell
+        result, ledger, synthetic = run(task.cell, worker_registry(task.plugins), device=task.device)
         result["execution"] = {"pid": os.getpid(), "host": os.uname().nodename, "threads": task.threads,
                                "cpu_seconds": time.process_time()}  # this process's whole life, since its fork
         conn.send(("ok", (result, ledger, synthetic)))

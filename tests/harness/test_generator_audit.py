@@ -1,0 +1,115 @@
+"""The empirical privacy audit (`dpgym audit`): the neighbouring datasets, the bound, the command, and
+planted faults that only the audit can see."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+from dpgym.cli import main
+from dpgym.generator_audit import (
+    AuditOptions,
+    Certified,
+    analyse,
+    fit_seeds,
+    neighbours,
+    run_audits,
+    target_record,
+)
+from dpgym.grid import expand
+from dpgym.registry import Registry
+from dpgym.suite import MethodConfig, Suite, apply_overrides
+from tests.fake_plugins import FAULTY
+from tests.harness.audit_faults import PLANTED
+
+
+def test_target_is_a_corner_of_the_public_schema(adult_schema):
+    target = target_record(adult_schema).iloc[0]
+    for column in adult_schema.columns:
+        expected = column.max if column.is_numeric else column.categories[-1]
+        assert target[column.name] == expected
+
+
+def test_neighbours_differ_by_the_target_alone(adult_split, adult_schema):
+    without, with_target = neighbours(adult_split.train, adult_schema, 300, seed=4)
+    assert len(without) == 300 and len(with_target) == 301
+    assert with_target.iloc[:300].equals(without)
+    assert with_target.iloc[[300]].reset_index(drop=True).equals(target_record(adult_schema))
+    assert neighbours(adult_split.train, adult_schema, 300, seed=4)[0].equals(without)
+
+
+def test_each_fit_has_its_own_stream_and_the_coins_are_fair():
+    assert fit_seeds(0, 7) == fit_seeds(0, 7) != fit_seeds(0, 8)
+    coins = [fit_seeds(0, i)[0] for i in range(2000)]
+    assert 0.46 < np.mean(coins) < 0.54
+
+
+def test_bound_of_a_perfect_test_is_what_the_intervals_allow():
+    included = np.array([True] * 50 + [False] * 50)
+    perfect = Certified.of(included.copy(), included, delta=0.0)
+    upper_rate = 1 - 0.025 ** (1 / 50)  # one-sided 97.5% Clopper–Pearson upper bound on 0 of 50
+    assert perfect.lower == pytest.approx(math.log((1 - upper_rate) / upper_rate), rel=1e-6)
+    assert perfect.point == math.inf
+    coin_flip = Certified.of(np.arange(100) % 2 == 0, included, delta=0.0)
+    assert coin_flip.lower == 0.0
+
+
+def _records(scores: np.ndarray, included: np.ndarray) -> list[dict]:
+    return [{"fit": i, "included": bool(b), "nearest_distance": float(-s), "near_rows": 0, "cell_counts": [0],
+             "class_cell_counts": None, "log_prob": None, "seconds": 0.0} for i, (s, b) in enumerate(zip(scores, included))]
+
+
+def test_the_choosing_half_picks_the_test_and_the_other_half_certifies_it():
+    rng = np.random.default_rng(0)
+    included = rng.random(400) < 0.5
+    separated = analyse(_records(np.where(included, 1.0, 0.0) + rng.normal(0, 0.1, 400), included), 400, 1e-5)
+    assert separated["attack"] == "nearest" and separated["epsilon_lower"] > 2
+    assert separated["certifying_fits"] == 200
+    assert sum(separated["roc"]["certifying"]) == 200 and len(separated["attacks"]["nearest"]["scores"]) == 400
+    unrelated = analyse(_records(rng.normal(0, 1, 400), included), 400, 1e-5)
+    assert unrelated["epsilon_lower"] < 0.3
+
+
+@pytest.mark.slow
+def test_command_writes_a_table_and_resumes_and_a_crash_fails_only_its_audit(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("DPGYM_PLUGINS", FAULTY)
+    argv = ["audit", "--generators", "uniform,crasher", "--datasets", "adult", "--epsilons", "1", "--fits", "6",
+            "--audit-rows", "50", "--out", str(tmp_path), "--workers", "2"]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "uniform" in out and "consistent" in out and "model diverged" in out
+    audits = {a["generator"]: a for a in json.loads((tmp_path / "audits.json").read_text())["audits"]}
+    assert audits["uniform"]["status"] == "ok" and audits["uniform"]["fits_done"] == 6
+    assert audits["crasher"]["status"] == "failed" and audits["crasher"]["verdict"] == "failed"
+    fits = tmp_path / audits["uniform"]["detail"].replace("audit.json", "fits")
+    stored = {p.name: p.stat().st_mtime_ns for p in fits.iterdir()}
+    assert len(stored) == 6
+    assert main(argv) == 0  # resumed: every fit of uniform is stored, so none runs again
+    assert {p.name: p.stat().st_mtime_ns for p in fits.iterdir()} == stored
+
+
+def _audit(tmp_path, generators: list[str], options: AuditOptions, sets: list[str] = ()) -> dict[str, dict]:
+    registry = Registry.discover()
+    suite = Suite(name="audit", generators=tuple(MethodConfig(g) for g in generators), datasets=("adult",),
+                  epsilons=(1.0,), seeds=(0,), metrics=())
+    cells = expand(apply_overrides(suite, list(sets)), registry)
+    return {s["generator"]: s for s in run_audits(cells, options, tmp_path, registry, workers=2)}
+
+
+@pytest.mark.slow
+def test_planted_faults_are_violations_and_honest_generators_are_consistent(tmp_path, monkeypatch):
+    """Fixed seeds; about two minutes on two idle cores. D has 200 rows and each fit releases 5,000
+    synthetic rows, so the attack sees the fitted model rather than the noise of a small sample."""
+    monkeypatch.setenv("DPGYM_PLUGINS", PLANTED)
+    found = _audit(tmp_path, ["resampler", "independent_private_bounds", "independent", "uniform"],
+                   AuditOptions(fits=100, audit_rows=200, synthetic_rows=5000))
+    # (b) leaks less per fit than (a) and (c): it needs more fits to show it.
+    found |= _audit(tmp_path, ["independent_quiet"], AuditOptions(fits=400, audit_rows=200, synthetic_rows=5000))
+    verdicts = {name: (s["verdict"], round(s["epsilon_lower"], 2)) for name, s in found.items()}
+    for fault in ("resampler", "independent_quiet", "independent_private_bounds"):
+        assert found[fault]["verdict"] == "violation", verdicts
+    for honest in ("independent", "uniform"):
+        assert found[honest]["verdict"] == "consistent", verdicts
