@@ -26,7 +26,8 @@ Values:
   nearest holdout row; the share strictly closer to the training members, ties counted half. 0.5:
   the synthetic rows are no closer to the rows they were fitted on than to unseen rows of the same
   population. Only copies of the subsampled members can show: a generator that releases its training
-  rows scores about 0.5 + members / (2 · training rows), 0.58 on Adult, not 1.
+  rows scores about 0.5 + members / (2 · training rows), not 1: 0.58 on Adult, 0.51 on Census
+  (5,000 members of 199,523 rows), where the exact-match rate is the telling value.
 - ``dcr_ratio`` (higher is less risk): median distance to the training members over median
   distance to the holdout; 1 is no more than chance. NaN when the holdout median is 0.
 - ``mia_auc`` (lower is less risk): ROC AUC of a membership-inference attack in the style of DOMIAS
@@ -54,7 +55,8 @@ lower-is-better and ``dcr_ratio`` higher-is-better, the directions of less risk.
 the test rows than to the training rows by distribution shift between the splits.
 
 Cost on Adult (32,561 training and 16,281 test rows): 3.3–3.7 s of CPU on one thread, most of it the
-attack's neighbour search (docs/privacy.md#empirical-privacy-risk-indicators).
+attack's neighbour search (docs/privacy.md#empirical-privacy-risk-indicators); on Census (512
+encoded dimensions against Adult's 110) 14 s.
 """
 
 from __future__ import annotations
