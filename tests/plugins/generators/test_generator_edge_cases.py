@@ -119,6 +119,7 @@ def test_dp_nf_alpha_bound_zero_is_the_papers_unbounded_alpha(registry):
     """TOML has no None: 0 is the suite-file spelling of the unclamped α the docstring promises."""
     spec = registry.generator("dp_nf")
     assert spec.build({"alpha_bound": 0.0}).alpha_bound is None
-    assert spec.build({}).alpha_bound == 7.0
+    assert spec.build({}).alpha_bound is None  # the default is the paper's
+    assert spec.build({"alpha_bound": 7.0}).alpha_bound == 7.0
     with pytest.raises(ValueError, match="alpha_bound must be ≥ 0"):
         spec.build({"alpha_bound": -1.0})
