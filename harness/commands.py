@@ -325,7 +325,8 @@ def cmd_plan(args: argparse.Namespace, suite: Suite, registry: Registry, console
 
 def cmd_audit(args: argparse.Namespace, registry: Registry, console: Console, err: Console) -> None:
     """Audit each generator × dataset × ε (docs/privacy.md#empirical-audit): a table of ε lower bounds
-    beside the claims, DIR/audits.json, and each audit's fits and scores under DIR/audits/<key>/."""
+    beside the claims, each audit's fits and scores under DIR/audits/<key>/, and DIR/audits.json, the
+    index of every audit in DIR."""
     from dpgym.generator_audit import AuditOptions, run_audits
 
     if args.fits < 4 or args.audit_rows < 1 or (args.synthetic_rows or 1) < 1:

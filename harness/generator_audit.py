@@ -394,10 +394,18 @@ def run_audits(cells: list[Cell], options: AuditOptions, out: Path, registry: Re
             pool.shutdown(wait=True, cancel_futures=True)
             raise
     summaries = [summarise(state, options, registry) for state in states]
+    write_index(out)
+    return summaries
+
+
+def write_index(out: Path) -> None:
+    """`out`/audits.json: every audit stored under `out`/audits/, this command's and earlier ones', each
+    without its scores (those stay in its audit.json, named by `detail`)."""
+    audits = [json.loads(path.read_text()) for path in sorted((out / "audits").glob("*/audit.json"))]
+    audits.sort(key=lambda s: (s["generator"], s["dataset"], s["epsilon_claimed"], s["key"]))
     write_json_atomic(out / "audits.json", {"format": AUDIT_FORMAT, "audits": [
         {k: v for k, v in s.items() if k not in ("attacks", "roc")} | {"detail": f"audits/{s['key']}/audit.json"}
-        for s in summaries]})
-    return summaries
+        for s in audits]})
 
 
 def summarise(state: AuditState, options: AuditOptions, registry: Registry) -> dict[str, Any]:

@@ -7,6 +7,7 @@ import json
 import math
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from dpgym.cli import main
@@ -16,6 +17,7 @@ from dpgym.generator_audit import (
     analyse,
     fit_seeds,
     neighbours,
+    observe,
     run_audits,
     target_record,
 )
@@ -57,6 +59,26 @@ def test_bound_of_a_perfect_test_is_what_the_intervals_allow():
     assert coin_flip.lower == 0.0
 
 
+class FixedDensity:
+    """A released model whose log-likelihood of every row is `value`."""
+
+    def __init__(self, value: float):
+        self.value = value
+
+    def log_prob(self, frame):
+        return np.full(len(frame), self.value)
+
+
+def test_the_attacks_see_the_nearest_row_the_target_cells_and_a_density(adult_split, adult_schema):
+    target = target_record(adult_schema)
+    synthetic = pd.concat([adult_split.train.iloc[:99], target], ignore_index=True)
+    seen = observe(synthetic, target, adult_schema, FixedDensity(-3.5))
+    assert seen["nearest_distance"] == 0.0 and seen["near_rows"] >= 1 and seen["log_prob"] == -3.5
+    assert len(seen["cell_counts"]) == len(adult_schema.columns) and min(seen["cell_counts"]) >= 1
+    assert seen["class_cell_counts"][-1] == (synthetic["income"] == ">50K").sum()
+    assert observe(adult_split.train.iloc[:100], target, adult_schema, None)["log_prob"] is None
+
+
 def _records(scores: np.ndarray, included: np.ndarray) -> list[dict]:
     return [{"fit": i, "included": bool(b), "nearest_distance": float(-s), "near_rows": 0, "cell_counts": [0],
              "class_cell_counts": None, "log_prob": None, "seconds": 0.0} for i, (s, b) in enumerate(zip(scores, included))]
@@ -71,6 +93,9 @@ def test_the_choosing_half_picks_the_test_and_the_other_half_certifies_it():
     assert sum(separated["roc"]["certifying"]) == 200 and len(separated["attacks"]["nearest"]["scores"]) == 400
     unrelated = analyse(_records(rng.normal(0, 1, 400), included), 400, 1e-5)
     assert unrelated["epsilon_lower"] < 0.3
+    white_box = [{**r, "log_prob": float(b)} for r, b in zip(_records(rng.normal(0, 1, 400), included), included)]
+    found = analyse(white_box, 400, 1e-5)
+    assert found["attack"] == "log_prob" and found["epsilon_lower"] > 2
 
 
 @pytest.mark.slow
@@ -89,6 +114,10 @@ def test_command_writes_a_table_and_resumes_and_a_crash_fails_only_its_audit(tmp
     assert len(stored) == 6
     assert main(argv) == 0  # resumed: every fit of uniform is stored, so none runs again
     assert {p.name: p.stat().st_mtime_ns for p in fits.iterdir()} == stored
+    assert main([*argv[:2], "uniform", *argv[3:6], "2", *argv[7:]]) == 0  # another ε into the same folder
+    listed = json.loads((tmp_path / "audits.json").read_text())["audits"]
+    assert sorted((a["generator"], a["epsilon_claimed"]) for a in listed) == [("crasher", 1), ("uniform", 1),
+                                                                              ("uniform", 2)]
 
 
 def _audit(tmp_path, generators: list[str], options: AuditOptions, sets: list[str] = ()) -> dict[str, dict]:
