@@ -22,6 +22,7 @@ statistics, which belongs to the generator, not the dataset.
 from __future__ import annotations
 
 import hashlib
+import math
 from collections.abc import Callable
 from functools import cache, partial
 
@@ -50,14 +51,20 @@ def eight_gaussians(seed: int) -> np.ndarray:
     return rng.permutation(centres + 0.2 * rng.standard_normal(centres.shape))
 
 
+def _libm(function: Callable[[float], float], values: np.ndarray) -> np.ndarray:
+    return np.fromiter(map(function, values), dtype=np.float64, count=len(values))
+
+
 def pinwheel(seed: int, arms: int = 5, radial_std: float = 0.3, tangential_std: float = 0.05, rate: float = 0.25) -> np.ndarray:
     """Johnson et al. (2016)'s pinwheel: each arm's points are rotated more the farther out they lie."""
     rng = np.random.default_rng(seed)
     arm = np.repeat(np.arange(arms), N_POINTS // arms)
     radial = 1.0 + radial_std * rng.standard_normal(len(arm))
     tangential = tangential_std * rng.standard_normal(len(arm))
-    angle = arm * 2 * np.pi / arms + rate * np.exp(radial)
-    cos, sin = np.cos(angle), np.sin(angle)
+    # exp, cos and sin from the C library, one value at a time: numpy's vectorised versions differ in
+    # the last bit between instruction sets (AVX-512 or not), which would change the set's checksum
+    angle = arm * 2 * np.pi / arms + rate * _libm(math.exp, radial)
+    cos, sin = _libm(math.cos, angle), _libm(math.sin, angle)
     # the row vector (radial, tangential) times the rotation matrix [[cos, -sin], [sin, cos]]
     points = np.column_stack([radial * cos + tangential * sin, -radial * sin + tangential * cos])
     return rng.permutation(10.0 * points)
