@@ -554,6 +554,14 @@ def render(context: dict[str, Any]) -> str:
     return env.get_template("report.html.j2").render(**context)
 
 
+def metric_descriptions(registry: Registry, families: set[str]) -> list[dict[str, str]]:
+    """What each metric plugin among `families` measures, in its own words (the privacy metric's
+    say that they are empirical risk indicators, not guarantees)."""
+    return [{"name": name, "description": provided.spec.description}
+            for name, provided in sorted(registry.kinds["metric"].items())
+            if name in families and provided.spec.description]
+
+
 def write_report(run_dir: Path, registry: Registry, out: Path | None = None, keys: set[str] | None = None) -> Path:
     """Write DIR/report.html (or `out`) of the cells in `keys` (default: all) and return its path."""
     started = time.perf_counter()
@@ -574,6 +582,7 @@ def write_report(run_dir: Path, registry: Registry, out: Path | None = None, key
         "dataset_values": lb.dataset_values.to_dict(orient="records"),
         "metrics": [{"name": m, "direction": str(lb.directions.get(m, "undeclared"))}
                     for m in ordered_metrics(lb.metrics, families)],
+        "metric_families": metric_descriptions(registry, {families.get(m) for m in lb.metrics}),
         "ranking": ranking_context(lb, palette),
         "datasets": dataset_sections(run_dir, lb, results, registry, palette),
         "learning": learning_sections(lb, palette),

@@ -66,10 +66,11 @@ SPEC = MetricSpec(
     evaluate=Deferred("dpgym.plugins.metrics.utility.compute:evaluate"),
     directions={f"tstr_{s}": Direction.HIGHER for s in SCORES},
     description=(
-        "Train on synthetic, test on real: macro-F1, AUROC and average precision averaged over ten "
-        "classifiers (logistic regression, decision tree, random forest, hist gradient boosting, "
-        "AdaBoost, Gaussian and Bernoulli NB, LDA, bagging, xgboost); multiclass AUROC/AP are macro "
-        "one-vs-rest; at most 50k synthetic training rows."
+        "Train on synthetic, test on real: macro-F1, AUROC and average precision averaged over the "
+        "classifiers of the `classifiers` option, by default all ten (logistic regression, decision tree, "
+        "random forest, hist gradient boosting, AdaBoost, Gaussian and Bernoulli NB, LDA, bagging, "
+        "xgboost; a suite may name fewer); multiclass AUROC/AP are macro one-vs-rest; at most 50k "
+        "synthetic training rows."
     ),
     requires_target=True,
     options=OPTIONS,

@@ -258,3 +258,10 @@ def test_a_rebuilt_report_reuses_the_figures_of_cells_that_did_not_change(tmp_pa
     monkeypatch.setattr(figures, "marginals", lambda *a, **k: drawn.append(a) or "data:image/png;base64,")
     build.write_report(run, registry)
     assert len(drawn) == 1
+
+
+def test_the_legend_says_in_each_metric_plugins_words_what_it_measures(smoke_report, report_registry):
+    html = smoke_report.read_text()
+    for name in ("target_gap", "mean_gap"):
+        description = report_registry.kinds["metric"][name].spec.description
+        assert description and f"<code>{name}</code>: {description}" in html
