@@ -46,7 +46,7 @@ from dpgym.privacy import Budget
 from dpgym.registry import Registry
 from dpgym.schema import Schema
 from dpgym.specs import Capability
-from dpgym.store import write_json_atomic
+from dpgym.store import stored_audits, write_json_atomic
 from dpgym.threads import cpu_count
 from dpgym.worker import CellTask, run_isolated, start_forkserver
 
@@ -401,7 +401,7 @@ def run_audits(cells: list[Cell], options: AuditOptions, out: Path, registry: Re
 def write_index(out: Path) -> None:
     """`out`/audits.json: every audit stored under `out`/audits/, this command's and earlier ones', each
     without its scores (those stay in its audit.json, named by `detail`)."""
-    audits = [json.loads(path.read_text()) for path in sorted((out / "audits").glob("*/audit.json"))]
+    audits = stored_audits(out)
     audits.sort(key=lambda s: (s["generator"], s["dataset"], s["epsilon_claimed"], s["key"]))
     write_json_atomic(out / "audits.json", {"format": AUDIT_FORMAT, "audits": [
         {k: v for k, v in s.items() if k not in ("attacks", "roc")} | {"detail": f"audits/{s['key']}/audit.json"}
@@ -412,9 +412,12 @@ def summarise(state: AuditState, options: AuditOptions, registry: Registry) -> d
     """An audit's summary (with every attack's scores for a ROC curve), also written to its folder."""
     cell = state.cell
     provided = registry.get("generator", cell.method.name)
-    schema = registry.dataset(cell.dataset).schema()
+    dataset = registry.dataset(cell.dataset)
+    schema = dataset.schema()
     summary: dict[str, Any] = {
         "format": AUDIT_FORMAT, "key": state.key, "generator": cell.method.display, "dataset": cell.dataset,
+        # with the method, ε and δ: what a run's cell shares with the mechanism audited (the leaderboard matches it)
+        "dataset_version": dataset.version, "dataset_checksum": dataset.checksum,
         "method": {"name": cell.method.name, "version": provided.spec.version, "package": provided.package,
                    "guarantee": str(provided.spec.guarantee), "params": {**provided.spec.defaults, **cell.method.params}},
         "epsilon_claimed": cell.epsilon, "delta": cell.delta, "options": asdict(options),

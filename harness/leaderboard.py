@@ -4,7 +4,7 @@ One row per (generator, dataset, ε). Columns, in order:
 
     generator, dataset, epsilon, delta, eps_spent, under_spent, n_seeds, failures, fit_seconds_mean,
     <m>_mean, <m>_std, <m>_ci_low, <m>_ci_high          for every metric value m,
-    unavailable, guarantee, audit_verdict, claimed_epsilon_max,
+    unavailable, guarantee, audit_verdict, [eps_lower, audit_fits,] claimed_epsilon_max,
     sample_seconds_mean, peak_rss_mb_max, error,
     <m>_rank                                              for every metric value m
 
@@ -14,6 +14,11 @@ every seed: the ExpM+NF paper's statistic), ``auc_fraction_of_nonprivate`` (auc_
 best ``nonprivate_lr`` configuration's auc_median on the same dataset, as in the paper), and their
 ``audit_verdict`` is the most severe of the cells' audits and of the group-privacy check on the
 draws pooled over seeds (harness/audit.py).
+
+When the run directory also holds empirical audits (``dpgym audit --out`` the same folder), a row whose
+cells ran the mechanism an audit tested (`audit_identity`) carries its certified ε lower bound
+(``eps_lower``) and number of fits (``audit_fits``), and its verdict in ``audit_verdict`` where that is
+empty (learners keep their own audit's). Without audits these columns are absent.
 
 ``eps_spent`` is the ε the harness's independent re-accounting computes from the ledgers (the
 largest over seeds): what the row really spent, which the claim only bounds. ``under_spent`` marks
@@ -57,7 +62,7 @@ from scipy import stats
 
 from dpgym import audit
 from dpgym.specs import Direction
-from dpgym.store import RunStore
+from dpgym.store import RunStore, stored_audits
 
 GROUP = ["generator", "dataset", "epsilon", "delta"]
 CONFIDENCE = 0.95
@@ -68,6 +73,9 @@ BASELINE = "uniform"  # SDGym's reference for charging failures: reads no rows, 
 UNDER_SPENT = 0.9  # a row spending less than this share of its ε is marked under_spent
 NOT_FAILURES = ("ok", "unavailable")  # unavailable = the dataset was missing: nobody's fault, not charged
 ARROWS = {Direction.HIGHER: "↑", Direction.LOWER: "↓"}
+AUDIT_NOTE = ("ε lower (audit): the empirical audit's lower bound on ε at 95% confidence (`dpgym audit`, "
+              "docs/privacy.md#empirical-audit), with its fits; `consistent` proves nothing, a bound above the "
+              "row's ε shows the claim false.")
 
 
 def is_failure(status: str) -> bool:
@@ -412,6 +420,10 @@ class Leaderboard:
     # Values of metrics that do not depend on the generator (computed from the real rows alone), once
     # per dataset: dataset, value, mean, std, ci_low, ci_high, seeds. They are in no generator's row.
     dataset_values: pd.DataFrame = field(default_factory=pd.DataFrame)
+    # The empirical audit of each audited row, by (generator, dataset, ε, δ), and the audits stored in the
+    # run directory that match no row (`match_audits`).
+    audits: dict[tuple[str, str, float, float], dict[str, Any]] = field(default_factory=dict)
+    unmatched_audits: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def metrics(self) -> list[str]:
@@ -425,7 +437,8 @@ class Leaderboard:
 def _ordered(board: pd.DataFrame, metrics: list[str]) -> pd.DataFrame:
     head = [*GROUP, "eps_spent", "under_spent", "n_seeds", "failures", "fit_seconds_mean"]
     per_metric = [f"{m}_{s}" for m in metrics for s in ("mean", "std", "ci_low", "ci_high")]
-    tail = ["unavailable", "guarantee", "audit_verdict", "claimed_epsilon_max",
+    audited = [c for c in ("eps_lower", "audit_fits") if c in board]
+    tail = ["unavailable", "guarantee", "audit_verdict", *audited, "claimed_epsilon_max",
             "sample_seconds_mean", "peak_rss_mb_max", "error"]
     learning = [c for c in ("auc_median", "auc_draws_median", "auc_fraction_of_nonprivate") if c in board]
     return board[head + per_metric + tail + learning + [f"{m}_rank" for m in metrics]]
@@ -458,12 +471,57 @@ def dataset_level(cells: pd.DataFrame, names: Iterable[str]) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["dataset", "value", "mean", "std", "ci_low", "ci_high", "seeds"])
 
 
+def audit_identity(method: dict[str, Any], dataset: str, dataset_version: Any, dataset_checksum: Any,
+                   epsilon: Any, delta: Any) -> str:
+    """What decides a cell's mechanism, everything of its key but the seed and the metrics: the method's
+    name, version, package and parameters (defaults filled in), the dataset's name, version and checksum,
+    ε and δ. An audit of the same identity tested the mechanism the cell ran; the guarantee is left out,
+    since the harness may lower a cell's to nominal."""
+    return json.dumps([method.get("name"), method.get("version"), method.get("package"), method.get("params"), dataset,
+                       dataset_version, dataset_checksum, float(epsilon), float(delta)], sort_keys=True, default=str)
+
+
+def match_audits(results: list[dict[str, Any]], audits: list[dict[str, Any]]
+                 ) -> tuple[dict[tuple[str, str, float, float], dict[str, Any]], list[dict[str, Any]]]:
+    """Each row's (generator, dataset, ε, δ) audit among `audits` (`stored_audits`), and the audits that match
+    no row. Where several audits test a row's mechanism (other fits, audit rows or seed), the row shows the
+    finished one with the most fits, whose bound rests on the most evidence; one bound of several, chosen by
+    its size, would need a correction for the choice."""
+    rows: dict[str, set[tuple[str, str, float, float]]] = {}
+    for r in results:
+        cell, data = r["cell"], r.get("dataset", {})
+        identity = audit_identity(r["method"], cell["dataset"], data.get("version"), data.get("checksum"),
+                                  cell["epsilon"], cell["delta"])
+        rows.setdefault(identity, set()).add((cell["method"], cell["dataset"], float(cell["epsilon"]),
+                                              float(cell["delta"])))
+    matched, unmatched = {}, []
+    for audit in sorted(audits, key=lambda a: (a["status"] == "ok", a["fits_done"], a["key"])):  # the last one wins
+        identity = audit_identity(audit["method"], audit["dataset"], audit.get("dataset_version"),
+                                  audit.get("dataset_checksum"), audit["epsilon_claimed"], audit["delta"])
+        for row in rows.get(identity, ()):
+            matched[row] = audit
+        if identity not in rows:
+            unmatched.append(audit)
+    return matched, unmatched
+
+
+def with_audits(board: pd.DataFrame, audits: dict[tuple[str, str, float, float], dict[str, Any]]) -> pd.DataFrame:
+    """The board with each audited row's ε lower bound and fits, and its audit's verdict where the row has none."""
+    board = board.copy()
+    found = [audits.get(key) for key in zip(*(board[c] for c in GROUP))]
+    board["eps_lower"] = [a.get("epsilon_lower", math.nan) if a else math.nan for a in found]
+    board["audit_fits"] = pd.Series([a["fits_done"] if a else None for a in found], index=board.index, dtype=object)
+    board["audit_verdict"] = [v or (a["verdict"] if a else "") for v, a in zip(board.audit_verdict, found)]
+    return board
+
+
 def build_leaderboard(run_dir: Path, directions: dict[str, Direction], keys: set[str] | None = None,
                       generator_independent: Iterable[str] = ()) -> Leaderboard:
     """Read a run directory (only the cells in `keys`, when given: cells of an earlier suite run
     into the same folder are not mixed in) and compute the board, charged cells and overall ranking.
     Values named in `generator_independent` are summarised once per dataset (`dataset_values`), not
-    as columns of every generator's row."""
+    as columns of every generator's row. Audits stored in the folder by `dpgym audit` join the rows whose
+    mechanism they tested (`match_audits`)."""
     store = RunStore(run_dir)
     results = store.results(keys)
     if not results:
@@ -482,7 +540,12 @@ def build_leaderboard(run_dir: Path, directions: dict[str, Direction], keys: set
     board = aggregate(cells, directions)
     ranking = overall_ranking(board, directions)  # before ordering drops the rows' task
     metrics = [c.removeprefix("metric:") for c in cells.columns if c.startswith("metric:")]
-    return Leaderboard(_ordered(board, metrics), cells, ranking, directions, time_limit, per_dataset)
+    audits = stored_audits(run_dir)
+    matched, unmatched = match_audits(results, audits)
+    if audits:
+        board = with_audits(board, matched)
+    return Leaderboard(_ordered(board, metrics), cells, ranking, directions, time_limit, per_dataset, matched,
+                       unmatched)
 
 
 def format_number(value: float, digits: int = 3) -> str:
@@ -504,14 +567,18 @@ def to_markdown(lb: Leaderboard) -> str:
     for (dataset, epsilon), part in board.groupby(["dataset", "epsilon"], sort=True):
         lines.append(f"### {markdown_text(dataset)}, ε = {epsilon:g}\n")
         learning = [c for c in ("auc_median", "auc_fraction_of_nonprivate") if c in board]
-        header = ["generator", "guarantee", "ε spent", "audit", "seeds", "failed", "fit s"] + [
+        audited = ["ε lower (audit)", "audit fits"] if "eps_lower" in board else []
+        header = ["generator", "guarantee", "ε spent", "audit", *audited, "seeds", "failed", "fit s"] + [
             f"{markdown_text(m)} {ARROWS.get(directions.get(m), '(direction undeclared)')}" for m in metrics] + learning
         lines.append("| " + " | ".join(header) + " |")
         lines.append("|" + "---|" * len(header))
         for _, row in part.iterrows():
             spent = format_number(row.eps_spent) + (" (under-spent)" if row.under_spent else "")
-            cells = [markdown_text(row.generator), row.guarantee, spent, row.audit_verdict or "—", str(row.n_seeds),
-                     str(row.failures), format_number(row.fit_seconds_mean, 1)]
+            audit = []
+            if audited:
+                audit = [format_number(row.eps_lower), "—" if row.audit_fits is None else str(row.audit_fits)]
+            cells = [markdown_text(row.generator), row.guarantee, spent, row.audit_verdict or "—", *audit,
+                     str(row.n_seeds), str(row.failures), format_number(row.fit_seconds_mean, 1)]
             for m in metrics:
                 mean, low, high, rank = row[f"{m}_mean"], row[f"{m}_ci_low"], row[f"{m}_ci_high"], row[f"{m}_rank"]
                 text = format_number(mean)
@@ -526,6 +593,9 @@ def to_markdown(lb: Leaderboard) -> str:
                  "Mean over seeds with its 95% bootstrap CI; `#r` = rank, where generators whose CIs overlap share a "
                  "rank. Failed cells are charged the uniform baseline's scores (see the README). A value missing "
                  "from some of a row's seeds is averaged over the others and not ranked.\n")
+    if "eps_lower" in board:
+        unmatched = len(lb.unmatched_audits)
+        lines.append(AUDIT_NOTE + (f" {unmatched} audit(s) in this folder match no row." if unmatched else "") + "\n")
     if len(lb.dataset_values):
         lines.append("### Computed from the real data alone (the same for every generator)\n")
         lines.append("| dataset | value | mean over seeds | 95% CI | seeds |")
@@ -581,7 +651,17 @@ def to_json(lb: Leaderboard) -> dict[str, Any]:
         "dataset_values": lb.dataset_values.to_dict(orient="records"),
         "ranking": lb.ranking.__dict__,
         "failures": lb.failures().to_dict(orient="records"),
+        **(audit_files(lb) if "eps_lower" in lb.board else {}),
     })
+
+
+def audit_files(lb: Leaderboard) -> dict[str, Any]:
+    """Where each audited row's audit lies in the run directory, and the audits that match no row."""
+    def detail(audit: dict[str, Any]) -> str:
+        return f"audits/{audit['key']}/audit.json"
+
+    return {"audits": [dict(zip(GROUP, row), detail=detail(audit)) for row, audit in sorted(lb.audits.items())],
+            "unmatched_audits": [detail(audit) for audit in lb.unmatched_audits]}
 
 
 def save_leaderboard(run_dir: Path, lb: Leaderboard) -> str:

@@ -4,6 +4,7 @@
     DIR/cells/<key>/result.json      status, metrics, timings, peak memory, error
     DIR/cells/<key>/ledger.json      the privacy ledger and its independent re-accounting
     DIR/cells/<key>/synthetic.parquet
+    DIR/audits/<key>/audit.json      an empirical audit's summary, when `dpgym audit` wrote into DIR
 
 A cell folder appears only complete (written under a temporary name, then renamed), so a run
 killed at any moment resumes by redoing exactly the cells whose folder is missing. Only the driver
@@ -50,6 +51,12 @@ def upgraded(result: dict[str, Any]) -> dict[str, Any]:
     method = {"kind": kind, **result.get("generator", {})}
     return {**{name: value for name, value in result.items() if name != "generator"}, "format": RESULT_FORMAT,
             "cell": {"key": cell.get("key", ""), "kind": kind, **cell}, "method": method}
+
+
+def stored_audits(root: Path) -> list[dict[str, Any]]:
+    """Every audit summary `dpgym audit` stored under `root`/audits/, in key order: read by the audits'
+    index and by the leaderboard of a run directory the audits were written into."""
+    return [json.loads(path.read_text()) for path in sorted(Path(root).glob("audits/*/audit.json"))]
 
 
 class StoreError(RuntimeError):

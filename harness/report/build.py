@@ -1,7 +1,8 @@
 """Gather a run directory into one self-contained HTML file: leaderboard, figures, ledgers, provenance.
 
 Everything the page shows is read from the run directory (result.json, ledger.json,
-synthetic.parquet, run.json) and the leaderboard computed from it; the only other input is the
+synthetic.parquet, run.json, and the audit.json of any empirical audit written into it) and the
+leaderboard computed from it; the only other input is the
 dataset plugins, for the real training rows the marginal and Kendall-τ figures compare against.
 """
 
@@ -14,6 +15,7 @@ import os
 import threading
 import time
 import warnings
+from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -31,7 +33,7 @@ from dpgym import learning
 from dpgym.cache import digest
 from dpgym.threads import cpu_count
 from dpgym.inference import UnreviewedSchemaWarning
-from dpgym.leaderboard import ARROWS, UNDER_SPENT, Leaderboard, build_leaderboard, rank_groups
+from dpgym.leaderboard import ARROWS, GROUP, UNDER_SPENT, Leaderboard, build_leaderboard, rank_groups
 from dpgym.registry import Registry
 from dpgym.report import figures
 from dpgym.schema import Schema
@@ -250,12 +252,19 @@ def _metric_curves(run_dir: Path, part: pd.DataFrame, metrics: list[str], direct
     """`figures.metric_curves`, drawn once per content: keyed by everything the figure shows."""
     columns = ["generator", "epsilon", *(f"{m}_{s}" for m in metrics for s in ("mean", "ci_low", "ci_high"))]
     shown = part[columns].reset_index(drop=True)
-    key = digest([FIGURES_VERSION, version("matplotlib"), metrics, directions,
-                  [palette.get(g) for g in sorted(shown.generator.unique())], shown])
-    path = run_dir / FIGURES_DIR / f"curves-{key[:24]}.txt"
+    colours = [palette.get(g) for g in sorted(shown.generator.unique())]
+    return _drawn_once(run_dir, "curves", [metrics, directions, colours, shown],
+                       lambda: figures.metric_curves(part, metrics, directions, palette))
+
+
+def _drawn_once(run_dir: Path, name: str, shown: list[Any], draw: Callable[[], str | None]) -> str | None:
+    """The figure `draw` returns, drawn once per content: kept under DIR/figures/, keyed by what it shows
+    (`shown`), the drawing code's version and matplotlib's; `name` labels the file."""
+    key = digest([FIGURES_VERSION, version("matplotlib"), *shown])
+    path = run_dir / FIGURES_DIR / f"{name}-{key[:24]}.txt"
     if path.exists():
         return path.read_text() or None
-    uri = figures.metric_curves(part, metrics, directions, palette)
+    uri = draw()
     path.parent.mkdir(exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     tmp.write_text(uri or "")
@@ -504,6 +513,38 @@ def learning_sections(lb: Leaderboard, palette: dict[str, Any]) -> list[dict[str
     return sections
 
 
+def _audit_roc(run_dir: Path, audit: dict[str, Any], colour: Any) -> str:
+    """The ROC of an audit's chosen attack on the fits that certified it (`figures.audit_roc`)."""
+    attack = audit["attacks"][audit["attack"]]
+    certifying = np.array(audit["roc"]["certifying"], dtype=bool)
+    scores = attack["orientation"] * np.array(attack["scores"], dtype=float)[certifying]
+    labels = np.array(audit["roc"]["labels"], dtype=bool)[certifying]
+    point = (attack["false_positives"] / max(attack["negatives"], 1),
+             1 - attack["false_negatives"] / max(attack["positives"], 1))
+    epsilon, delta = audit["epsilon_claimed"], audit["delta"]
+    title = f"{audit['generator']}, ε = {epsilon:g}: {audit['attack']}"
+    return _drawn_once(run_dir, "audit-roc", [scores, labels, point, epsilon, delta, colour, title],
+                       lambda: figures.audit_roc(scores, labels, point, epsilon, delta, colour, title))
+
+
+def audit_context(run_dir: Path, lb: Leaderboard, palette: dict[str, Any]) -> dict[str, Any] | None:
+    """The empirical audits `dpgym audit` stored in the run directory, per dataset: each audited row's claimed
+    and spent ε beside the audit's lower bound, and its chosen attack's ROC; None without audits."""
+    if "eps_lower" not in lb.board:
+        return None
+    spent = {tuple(key): value for *key, value in lb.board[[*GROUP, "eps_spent"]].itertuples(index=False)}
+    datasets: dict[str, list[dict[str, Any]]] = {}
+    for key, audit in sorted(lb.audits.items(), key=lambda item: (item[0][1], item[0][2], item[0][0])):
+        generator, dataset, epsilon, _ = key
+        finished = audit["status"] == "ok"
+        datasets.setdefault(dataset, []).append({
+            "generator": generator, "epsilon": epsilon, "eps_spent": spent[key], "audit": audit,
+            "figure": _audit_roc(run_dir, audit, palette[generator]) if finished else None})
+    return {"datasets": [{"dataset": d, "rows": rows} for d, rows in datasets.items()],
+            "unmatched": [f"{a['generator']} × {a['dataset']} × ε = {_eps(a['epsilon_claimed'])}"
+                          for a in lb.unmatched_audits]}
+
+
 def ranking_context(lb: Leaderboard, palette: dict[str, Any]) -> dict[str, Any]:
     ranking = lb.ranking
     context: dict[str, Any] = {"statement": ranking.statement, "generators": ranking.generators,
@@ -586,6 +627,7 @@ def write_report(run_dir: Path, registry: Registry, out: Path | None = None, key
         "ranking": ranking_context(lb, palette),
         "datasets": dataset_sections(run_dir, lb, results, registry, palette),
         "learning": learning_sections(lb, palette),
+        "audit": audit_context(run_dir, lb, palette),
         "ledger": _ledger_rows(run_dir, results),
         "failures": sorted(failures, key=lambda r: (r["cell"]["dataset"], r["cell"]["method"], r["cell"]["seed"])),
         "charged": lb.failures().to_dict(orient="records"),

@@ -275,3 +275,27 @@ def learner_auc(rows: pd.DataFrame, draws: dict[str, dict[float, list[float]]], 
     axes[0, 0].set_ylabel("test AUC (dotted: best non-private)")
     fig.tight_layout()
     return to_data_uri(fig)
+
+
+def audit_roc(scores: Sequence[float], labels: Sequence[bool], operating_point: tuple[float, float],
+              epsilon: float, delta: float, colour: tuple[float, float, float], title: str) -> str:
+    """An empirical audit's ROC: the chosen attack's scores (oriented: higher means "target in") on the
+    certifying fits, the test it certified as a point (false-positive rate, true-positive rate), and the
+    most an (ε, δ)-DP mechanism at the claimed ε allows any test: TPR ≤ e^ε·FPR + δ and
+    TPR ≤ 1 − e^−ε·(1 − δ − FPR). A curve above that line is evidence against the claim; the certified
+    bound weighs it with its confidence intervals."""
+    from sklearn.metrics import roc_curve
+
+    false_positive, true_positive, _ = roc_curve(np.asarray(labels, dtype=bool), np.asarray(scores, dtype=float))
+    rate = np.linspace(0, 1, 201)
+    limit = np.clip(np.minimum(np.exp(epsilon) * rate + delta, 1 - np.exp(-epsilon) * (1 - delta - rate)), 0, 1)
+    fig, ax = plt.subplots(figsize=(3.2, 3.0))
+    ax.plot([0, 1], [0, 1], color="grey", linewidth=0.6)
+    ax.plot(rate, limit, color="black", linestyle="--", linewidth=1, label=f"(ε = {epsilon:g}, δ)-DP limit")
+    ax.step(false_positive, true_positive, where="post", color=colour, label="attack")
+    ax.plot(*operating_point, "o", color=colour, markeredgecolor="black", label="certified test", clip_on=False,
+            zorder=3)
+    ax.set(xlim=(0, 1), ylim=(0, 1.02), xlabel="false-positive rate", ylabel="true-positive rate")
+    ax.set_title(title, fontsize=8)
+    ax.legend(fontsize=6, frameon=False, loc="lower right")
+    return to_data_uri(fig, tight=True)
