@@ -239,12 +239,18 @@ class _Tree:
     """The child and its descendants (e.g. a joblib pool a plugin starts), for RSS and killing."""
 
     def __init__(self, pid: int):
-        self.root = psutil.Process(pid)
-        self.members = [self.root]
+        self.pid = pid
+        try:
+            self.root: psutil.Process | None = psutil.Process(pid)
+        except psutil.NoSuchProcess:  # it already exited and the forkserver, its parent, reaped it
+            self.root = None
+        self.members = [self.root] if self.root is not None else []
         self.listed = time.monotonic()
 
     def processes(self, fresh: bool = False) -> list[psutil.Process]:
         """Once the child has exited its orphans are no longer its children: the last listing stays."""
+        if self.root is None:
+            return self.members
         if fresh or time.monotonic() - self.listed > DESCENDANTS_EVERY:
             try:
                 if self.root.status() != psutil.STATUS_ZOMBIE:
@@ -269,7 +275,7 @@ class _Tree:
                     pass
                 stopped[p.pid] = p
         try:
-            os.killpg(self.root.pid, signal.SIGKILL)
+            os.killpg(self.pid, signal.SIGKILL)
         except OSError:
             pass  # the group is gone, or not made yet: the child sets it up as it starts
         for p in stopped.values():

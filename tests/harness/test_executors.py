@@ -28,6 +28,7 @@ from dpgym.grid import expand
 from dpgym.runner import run_suite
 from dpgym.store import RunStore
 from dpgym.suite import MethodConfig, Settings, Suite, SuiteError, load_suite, settings_from_dict
+from dpgym.worker import _Tree
 from tests.fake_plugins import EXECUTION, HELPERS_ENV, FaultyGenerators
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -459,3 +460,12 @@ def test_a_stopped_dask_run_leaves_its_client_within_seconds_and_keeps_its_own_e
             start = time.monotonic()
             raise KeyboardInterrupt
     assert time.monotonic() - start < STOPPED_CLOSE_SECONDS + 5
+
+
+def test_a_cell_process_gone_before_it_is_watched_is_an_empty_tree_not_an_error():
+    """A cell that crashes at once may be reaped by the forkserver before the driver looks at it."""
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    tree = _Tree(gone.pid)
+    assert tree.processes(fresh=True) == []
+    tree.kill()  # nothing left to kill, and no error
