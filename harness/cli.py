@@ -53,6 +53,8 @@ def build_parser() -> argparse.ArgumentParser:
     audit.add_argument("--delta", type=float, default=1e-5, help="δ (default 1e-5)")
     audit.add_argument("--fits", type=int, default=200,
                        help="fits per audit (default 200; docs/privacy.md#empirical-audit recommends per cost)")
+    audit.add_argument("--canaries", type=int, default=0,
+                       help="one-run audit: this many canaries in a single fit instead of the game (--fits is unused)")
     audit.add_argument("--audit-rows", type=int, default=1000, help="rows of D (default 1000)")
     audit.add_argument("--synthetic-rows", type=int, help="synthetic rows sampled per fit (default: --audit-rows)")
     audit.add_argument("--seed", type=int, default=0, help="seed of D, the coins and the fits (default 0)")

@@ -327,9 +327,15 @@ def cmd_audit(args: argparse.Namespace, registry: Registry, console: Console, er
     """Audit each generator × dataset × ε (docs/privacy.md#empirical-audit): a table of ε lower bounds
     beside the claims, each audit's fits and scores under DIR/audits/<key>/, and DIR/audits.json, the
     index of every audit in DIR."""
+    from dpgym.canary_audit import GUESS_COUNTS
     from dpgym.generator_audit import AuditOptions, run_audits
 
-    if args.fits < 4 or args.audit_rows < 1 or (args.synthetic_rows or 1) < 1:
+    if args.canaries:
+        if args.canaries < 2 * min(GUESS_COUNTS):
+            raise SuiteError(f"--canaries must be ≥ {2 * min(GUESS_COUNTS)} (the fewest guesses a rule makes, twice), "
+                             f"got {args.canaries}")
+        args.fits = 1
+    if args.fits < (1 if args.canaries else 4) or args.audit_rows < 1 or (args.synthetic_rows or 1) < 1:
         raise SuiteError(f"--fits must be ≥ 4, --audit-rows and --synthetic-rows ≥ 1, got {args.fits}, "
                          f"{args.audit_rows} and {args.synthetic_rows}")
     if args.workers is not None and args.workers < 1:
@@ -345,7 +351,8 @@ def cmd_audit(args: argparse.Namespace, registry: Registry, console: Console, er
     for note in check_datasets(suite, registry):
         err.print(f"dpgym: warning: {note}", markup=False, soft_wrap=True)
     check_out(args.out)
-    options = AuditOptions(fits=args.fits, audit_rows=args.audit_rows, seed=args.seed, synthetic_rows=args.synthetic_rows)
+    options = AuditOptions(fits=args.fits, audit_rows=args.audit_rows, seed=args.seed, synthetic_rows=args.synthetic_rows,
+                           canaries=args.canaries)
 
     def progress(state: Any, _: int) -> None:
         err.print(f"{state.cell.title.rsplit(' × seed', 1)[0]}: {len(state.done() & set(range(args.fits)))}/"
@@ -354,11 +361,13 @@ def cmd_audit(args: argparse.Namespace, registry: Registry, console: Console, er
     summaries = run_audits(cells, options, args.out, registry, args.workers,
                            parse_timeout(args.timeout, "--timeout") if args.timeout else None,
                            parse_memory(args.max_memory, "--max-memory") if args.max_memory else None, progress)
-    table = Table("generator", "dataset", "ε claimed", "fits", "ε lower bound (95%) [point]", "attack", "verdict",
+    table = Table("generator", "dataset", "ε claimed", "canaries" if args.canaries else "fits", "ε lower bound (95%) [point]",
+                  "attack", "verdict",
                   title=f"empirical audit into {args.out}")
     for s in summaries:
         bound = (f"{s['epsilon_lower']:.3f} [{s['epsilon_point']:.3f}]" if s["status"] == "ok" else "—")
-        table.add_row(s["generator"], s["dataset"], f"{s['epsilon_claimed']:g}", str(s["fits_done"]), bound,
+        table.add_row(s["generator"], s["dataset"], f"{s['epsilon_claimed']:g}",
+                      str(args.canaries if args.canaries else s["fits_done"]), bound,
                       s.get("attack", ""), s["verdict"])
     console.print(table)
     for s in summaries:

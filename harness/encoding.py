@@ -16,6 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+import math
+
 import numpy as np
 import pandas as pd
 
@@ -137,3 +139,16 @@ def missing_rows(frame: pd.DataFrame, column: Column) -> np.ndarray:
 def levels(column: Column) -> int:
     """How many values a discrete column takes in an encoding: its categories, and missing if nullable."""
     return len(column.categories) + column.nullable
+
+
+def unit_space(frame: pd.DataFrame, encoder: TableEncoder) -> np.ndarray:
+    """Rows as points scaled from the public schema alone, for distances between rows (the empirical
+    audits' attacks): discrete columns one-hot, numeric columns to [0, 1] by their bounds (`encode`),
+    heavy-tailed ones by log1p(x − min) over log1p(max − min)."""
+    matrix = encoder.encode(frame)
+    for block in encoder.blocks:
+        column = block.column
+        if block.is_numeric and column.heavy_tailed:
+            values = frame[column.name].to_numpy(dtype=float, na_value=column.min)
+            matrix[:, block.start] = np.log1p(values - column.min) / math.log1p(column.max - column.min)
+    return matrix

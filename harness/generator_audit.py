@@ -38,9 +38,10 @@ import numpy as np
 import pandas as pd
 
 import dpgym
+from dpgym import canary_audit
 from dpgym.audit import clopper_pearson
 from dpgym.cell import load_split
-from dpgym.encoding import TableEncoder
+from dpgym.encoding import TableEncoder, unit_space
 from dpgym.grid import Cell, cell_key
 from dpgym.privacy import Budget
 from dpgym.registry import Registry
@@ -72,6 +73,8 @@ class AuditOptions:
     # Synthetic rows sampled per fit (default: audit_rows). Any number is a post-processing of the same
     # fitted model, so the guarantee covers it; more rows show the attack more of the model.
     synthetic_rows: int | None = None
+    # > 0: the one-run audit (`dpgym.canary_audit`) with this many canaries, one fit, instead of the game.
+    canaries: int = 0
 
     @property
     def sample_rows(self) -> int:
@@ -80,8 +83,9 @@ class AuditOptions:
     def keyed(self) -> dict[str, Any]:
         """What decides each fit's numbers. The number of fits is left out: fit i is the same in an
         audit of 200 fits and one of 1,000, so asking for more extends an audit instead of restarting it."""
-        return {"format": AUDIT_FORMAT, "audit_rows": self.audit_rows, "synthetic_rows": self.sample_rows, "seed": self.seed,
-                "attack_bins": ATTACK_BINS, "near_radius": NEAR_RADIUS}
+        keyed = {"format": AUDIT_FORMAT, "audit_rows": self.audit_rows, "synthetic_rows": self.sample_rows,
+                 "seed": self.seed, "attack_bins": ATTACK_BINS, "near_radius": NEAR_RADIUS}
+        return keyed | ({"canaries": self.canaries, "guess_counts": list(canary_audit.GUESS_COUNTS)} if self.canaries else {})
 
 
 def audit_key(cell: Cell, options: AuditOptions) -> str:
@@ -120,18 +124,6 @@ def fit_seeds(seed: int, fit: int) -> tuple[bool, int, int]:
 # --- what an attack sees of one fit -------------------------------------------------------------
 
 
-def audit_space(frame: pd.DataFrame, encoder: TableEncoder) -> np.ndarray:
-    """Rows scaled from the public schema alone: discrete columns one-hot, numeric columns to [0, 1] by
-    their bounds (`dpgym.TableEncoder`), heavy-tailed ones by log1p(x − min) over log1p(max − min)."""
-    matrix = encoder.encode(frame)
-    for block in encoder.blocks:
-        column = block.column
-        if block.is_numeric and column.heavy_tailed:
-            values = frame[column.name].to_numpy(dtype=float, na_value=column.min)
-            matrix[:, block.start] = np.log1p(values - column.min) / math.log1p(column.max - column.min)
-    return matrix
-
-
 def target_cell_counts(target: np.ndarray, synthetic: np.ndarray, encoder: TableEncoder) -> list[int]:
     """Per column, how many synthetic rows share the target's cell: its category, or its cell of a public
     grid of `ATTACK_BINS` over the scaled numeric range (a nullable column's missing flag is not a column)."""
@@ -154,7 +146,7 @@ def observe(synthetic: pd.DataFrame, target: pd.DataFrame, schema: Schema, densi
     model features given the label, so there the record moves counts within its class); and with a density
     (`Capability.LOG_PROB`) the released model's log-likelihood of the target."""
     encoder = TableEncoder(schema)
-    point, rows = audit_space(target, encoder)[0], audit_space(synthetic, encoder)
+    point, rows = unit_space(target, encoder)[0], unit_space(synthetic, encoder)
     distances = np.sqrt(((rows - point) ** 2).sum(axis=1))
     log_prob = None if density is None else float(np.asarray(density.log_prob(target), dtype=float)[0])
     in_class = None
@@ -186,9 +178,12 @@ def run_batch(batch: AuditBatch, registry: Registry, device: str = "cpu") -> tup
     spec = registry.get("generator", cell.method.name).spec
     dataset = registry.dataset(cell.dataset)
     schema = dataset.schema()
-    without, with_target = neighbours(load_split(dataset.load).train, schema, options.audit_rows, options.seed)
-    target = target_record(schema)
+    train = load_split(dataset.load).train
     params = {**cell.method.params, **({"device": "cpu"} if Capability.DEVICE in spec.capabilities else {})}
+    if options.canaries:
+        return {"fits": [canary_audit.run_fit(cell, options, train, schema, spec, params)]}, None, None
+    without, with_target = neighbours(train, schema, options.audit_rows, options.seed)
+    target = target_record(schema)
     records = []
     for fit in batch.fits:
         started = time.perf_counter()
@@ -428,9 +423,13 @@ def summarise(state: AuditState, options: AuditOptions, registry: Registry) -> d
     if state.error or done < options.fits:
         summary.update(status="failed", verdict="failed", fits_done=done,
                        error=state.error or f"{done} of {options.fits} fits stored")
+    elif options.canaries:
+        summary.update(status="ok", mode="one_run", **canary_audit.analyse(records[0], cell.delta),
+                       fit_seconds=records[0]["seconds"])
     else:
-        summary.update(status="ok", **analyse(records, options.fits, cell.delta),
+        summary.update(status="ok", mode="game", **analyse(records, options.fits, cell.delta),
                        fit_seconds=float(np.mean([r["seconds"] for r in records if r["fit"] < options.fits])))
+    if summary["status"] == "ok":
         summary["verdict"] = "violation" if summary["epsilon_lower"] > cell.epsilon else "consistent"
     write_json_atomic(state.folder / "audit.json", summary)
     return summary

@@ -35,6 +35,7 @@ from opacus.grad_sample import GradSampleModule
 from opacus.utils.uniform_sampler import UniformWithReplacementSampler
 from torch import Tensor, nn
 
+from dpgym.privacy import canaries
 from dpgym.privacy.accountants import Accountant, Phase, PRVAccountant, calibrate, make_accountant
 from dpgym.privacy.budget import Budget, Guarantee
 from dpgym.privacy.clipping import (
@@ -247,6 +248,8 @@ class PrivatePhase:
         self._noise: dict[torch.device, torch.Generator] = {}
         clip_generator = torch.Generator().manual_seed(seeds[2])
         self.engine = ENGINES[engine](list(self.networks.values()), self.layers, self.strategy, clip_generator)
+        audited = canaries.active()
+        self._canaries = None if audited is None else audited.for_phase(self.layers)
         self.noise_multiplier: float | None = None
         self.steps_taken = 0
         self._attached = False
@@ -275,19 +278,27 @@ class PrivatePhase:
 
     def batches(self) -> Iterator[Tensor]:
         """Index tensors of Poisson-sampled batches (each row independently with probability q) for
-        the remaining steps; the phase's hooks are attached while this iterates."""
+        the remaining steps; the phase's hooks are attached while this iterates. Under an audit's
+        gradient canaries (`dpgym.privacy.canaries`) the included canaries are sampled as rows too."""
         self.owner.calibrate()
-        sampler = UniformWithReplacementSampler(num_samples=self.n_rows, sample_rate=self.sample_rate,
-                                                generator=self.sampling, steps=self.planned_steps - self.steps_taken)
+        extra = 0 if self._canaries is None else self._canaries.extra_rows
         self.engine.attach()
         self._attached = True
         try:
-            for indices in sampler:
+            for indices in self._index_batches(self.n_rows + extra, self.planned_steps - self.steps_taken):
+                if self._canaries is not None:
+                    indices = self._canaries.take(indices, self.n_rows)
                 self._batch_rows = len(indices)
-                yield torch.as_tensor(indices, dtype=torch.long)
+                yield indices
         finally:
             self.engine.detach()
             self._attached = False
+
+    def _index_batches(self, rows: int, steps: int) -> Iterator[Tensor]:
+        sampler = UniformWithReplacementSampler(num_samples=rows, sample_rate=self.sample_rate,
+                                                generator=self.sampling, steps=steps)
+        for indices in sampler:
+            yield torch.as_tensor(indices, dtype=torch.long)
 
     def step(self, per_example_loss: Tensor, public_rows: int = 0) -> None:
         """Backpropagate the per-example losses of the sampled rows, clip, add noise, step optimisers.
@@ -307,12 +318,19 @@ class PrivatePhase:
         if per_example_loss.requires_grad and per_example_loss.numel() > 0:  # else the gradient is 0
             per_example_loss.sum().backward()
         summed = self.engine.collect(rows)
+        if self._canaries is not None:
+            self._canaries.insert(summed)
         std = self.noise_multiplier * self.clip_norm
+        noisy = {}
         for p in self.params:
             grad = torch.randn(p.shape, generator=self._noise_generator(p.device), device=p.device, dtype=p.dtype)
             grad.mul_(std)
             if p in summed:
                 grad.add_(summed[p])
+            noisy[p] = grad
+        if self._canaries is not None and std > 0:
+            self._canaries.observe(noisy, std)
+        for p, grad in noisy.items():
             p.grad = grad.div_(self.expected_batch_size)  # Opacus's normalisation for Poisson batches
         for optimizer in self.optimizers:
             optimizer.step()
