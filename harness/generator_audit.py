@@ -429,7 +429,9 @@ def summarise(state: AuditState, options: AuditOptions, registry: Registry) -> d
     else:
         summary.update(status="ok", mode="game", **analyse(records, options.fits, cell.delta),
                        fit_seconds=float(np.mean([r["seconds"] for r in records if r["fit"] < options.fits])))
-    if summary["status"] == "ok":
+    if summary["status"] == "ok" and provided.spec.guarantee == "none":  # `real`: no claim to test
+        summary["verdict"] = "no claim"
+    elif summary["status"] == "ok":
         summary["verdict"] = "violation" if summary["epsilon_lower"] > cell.epsilon else "consistent"
     write_json_atomic(state.folder / "audit.json", summary)
     return summary

@@ -106,6 +106,17 @@ def test_one_fit_catches_a_generator_that_resamples_its_training_rows(tmp_path, 
     assert detail["attack"] == "nearest" and len(detail["attacks"]["nearest"]["scores"]) == 1000
 
 
+def test_one_fit_catches_dp_sgd_noise_below_the_ledger_in_a_real_generator(tmp_path, monkeypatch):
+    """dp_vae_quiet trains with a tenth of the σ its ledger records; its gradient canaries show it."""
+    monkeypatch.setenv("DPGYM_PLUGINS", PLANTED)
+    argv = ["audit", "--generators", "dp_vae,dp_vae_quiet", "--set", "dp_vae.steps=300", "--set", "dp_vae_quiet.steps=300",
+            "--datasets", "adult", "--epsilons", "1", "--canaries", "1000", "--audit-rows", "2000", "--out", str(tmp_path)]
+    assert main(argv) == 0
+    audits = {a["generator"]: a for a in json.loads((tmp_path / "audits.json").read_text())["audits"]}
+    assert audits["dp_vae_quiet"]["verdict"] == "violation" and audits["dp_vae_quiet"]["attack"] == "gradient"
+    assert audits["dp_vae"]["verdict"] == "consistent" and audits["dp_vae"]["dp_sgd_steps"] == 300
+
+
 def test_canaries_must_allow_the_smallest_guess_rule(tmp_path, capsys):
     assert main(["audit", "--generators", "uniform", "--datasets", "adult", "--epsilons", "1", "--canaries", "5",
                  "--out", str(tmp_path)]) == 2
