@@ -32,7 +32,7 @@ from typing import Any
 import pandas as pd
 
 TRACKED_PACKAGES = ("dpgym", "numpy", "pandas", "scikit-learn", "xgboost-cpu", "xgboost", "torch", "opacus",
-                    "prv-accountant", "pluggy", "scipy")
+                    "prv-accountant", "pluggy", "scipy", "mbi", "jax", "jaxlib")
 
 
 # result.json: format 2 names what a cell runs, generator or learner, its "method" (format 1 said
@@ -71,6 +71,23 @@ def package_versions() -> dict[str, str]:
         except PackageNotFoundError:
             continue
     return found
+
+
+def machine() -> dict[str, Any]:
+    """The CPU, its cores and memory, and whether it has AVX-512: torch and XLA choose kernels by
+    instruction set, so learned generators' rows differ in the last bits between machines without it
+    and with it (docs/measurements.md)."""
+    info: dict[str, Any] = {"processor": platform.processor() or platform.machine(), "cores": os.cpu_count()}
+    try:
+        info["memory_gib"] = round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1)
+    except (ValueError, OSError, AttributeError):
+        pass
+    cpuinfo = Path("/proc/cpuinfo")
+    if cpuinfo.exists():
+        text = cpuinfo.read_text(errors="replace")
+        model = next((line.split(":", 1)[1].strip() for line in text.splitlines() if line.startswith("model name")), None)
+        info |= {"processor": model or info["processor"], "avx512": " avx512f" in text}
+    return info
 
 
 def git_revision() -> str | None:
@@ -141,6 +158,7 @@ class RunStore:
             "packages": package_versions(),
             "python": sys.version.split()[0],
             "platform": platform.platform(),
+            "machine": machine(),
             "git_revision": git_revision(),
             "history": history,
         })
