@@ -2,7 +2,7 @@
 SUITE ?= smoke
 OUT ?= runs/$(SUITE)
 
-.PHONY: setup benchmark test test-fast golden benchmarks
+.PHONY: setup benchmark test test-fast golden benchmarks results
 
 setup:
 	@bash scripts/setup.sh
@@ -29,3 +29,23 @@ golden: setup
 
 benchmarks: setup
 	.venv/bin/python -m pytest benchmarks --benchmark-enable -q
+
+# The committed reference results (leaderboard/results/<suite>/; docs/results.md): each suite runs
+# into runs/results/<suite> (re-running resumes it), then its leaderboard, report and manifest are
+# copied beside the suite's name. Each suite's CPU hours: docs/measurements.md.
+RESULTS ?= main marginal
+# The part of a suite's grid the committed results cover, where not all of it (docs/results.md says why).
+RESULTS_ARGS_marginal = --datasets adult --seeds 3
+
+define publish
+	.venv/bin/dpgym run --suite $(1) --out runs/results/$(1) --no-progress $(RESULTS_ARGS_$(1))
+	.venv/bin/dpgym leaderboard runs/results/$(1) > /dev/null
+	.venv/bin/dpgym report runs/results/$(1) > /dev/null
+	mkdir -p leaderboard/results/$(1)
+	cp runs/results/$(1)/leaderboard.json runs/results/$(1)/leaderboard.md runs/results/$(1)/report.html \
+	   runs/results/$(1)/run.json leaderboard/results/$(1)/
+
+endef
+
+results: setup
+	$(foreach suite,$(RESULTS),$(call publish,$(suite)))
