@@ -56,6 +56,8 @@ def build_parser() -> argparse.ArgumentParser:
     audit.add_argument("--canaries", type=int, default=0,
                        help="one-run audit: this many canaries in a single fit instead of the game (--fits is unused)")
     audit.add_argument("--audit-rows", type=int, default=1000, help="rows of D (default 1000)")
+    audit.add_argument("--columns", help="comma-separated columns: audit on the dataset's projection on them "
+                                         "(a worst-case dataset from the schema; default: every column)")
     audit.add_argument("--synthetic-rows", type=int, help="synthetic rows sampled per fit (default: --audit-rows)")
     audit.add_argument("--seed", type=int, default=0, help="seed of D, the coins and the fits (default 0)")
     audit.add_argument("--set", action="append", default=[], metavar="GENERATOR.PARAM=VALUE",

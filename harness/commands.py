@@ -352,7 +352,7 @@ def cmd_audit(args: argparse.Namespace, registry: Registry, console: Console, er
         err.print(f"dpgym: warning: {note}", markup=False, soft_wrap=True)
     check_out(args.out)
     options = AuditOptions(fits=args.fits, audit_rows=args.audit_rows, seed=args.seed, synthetic_rows=args.synthetic_rows,
-                           canaries=args.canaries)
+                           canaries=args.canaries, columns=tuple(_audited_columns(args, cells, registry)))
 
     def progress(state: Any, _: int) -> None:
         err.print(f"{state.cell.title.rsplit(' × seed', 1)[0]}: {len(state.done() & set(range(args.fits)))}/"
@@ -375,6 +375,18 @@ def cmd_audit(args: argparse.Namespace, registry: Registry, console: Console, er
             console.print(f"  {s['generator']} × {s['dataset']} × ε={s['epsilon_claimed']:g}: {s['error']}",
                           markup=False, soft_wrap=True)
     console.print(f"audits: {args.out / 'audits.json'}", markup=False, soft_wrap=True)
+
+
+def _audited_columns(args: argparse.Namespace, cells: list[Any], registry: Registry) -> list[str]:
+    """--columns, each checked against every audited dataset's schema."""
+    if not args.columns:
+        return []
+    columns = [c.strip() for c in args.columns.split(",") if c.strip()]
+    for name in sorted({c.dataset for c in cells}):
+        missing = sorted(set(columns) - set(registry.dataset(name).schema().names))
+        if missing:
+            raise SuiteError(f"--columns: dataset {name!r} has no column {', '.join(map(repr, missing))}")
+    return columns
 
 
 def cmd_compare(args: argparse.Namespace, registry: Registry, console: Console) -> None:

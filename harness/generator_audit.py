@@ -75,6 +75,9 @@ class AuditOptions:
     synthetic_rows: int | None = None
     # > 0: the one-run audit (`dpgym.canary_audit`) with this many canaries, one fit, instead of the game.
     canaries: int = 0
+    # Audit on these columns of the dataset alone (empty: all): a worst-case dataset built from the
+    # schema, where one row's effect is spread over fewer released statistics.
+    columns: tuple[str, ...] = ()
 
     @property
     def sample_rows(self) -> int:
@@ -85,6 +88,8 @@ class AuditOptions:
         audit of 200 fits and one of 1,000, so asking for more extends an audit instead of restarting it."""
         keyed = {"format": AUDIT_FORMAT, "audit_rows": self.audit_rows, "synthetic_rows": self.sample_rows,
                  "seed": self.seed, "attack_bins": ATTACK_BINS, "near_radius": NEAR_RADIUS}
+        if self.columns:
+            keyed["columns"] = sorted(self.columns)
         return keyed | ({"canaries": self.canaries, "guess_counts": list(canary_audit.GUESS_COUNTS)} if self.canaries else {})
 
 
@@ -112,6 +117,15 @@ def neighbours(train: pd.DataFrame, schema: Schema, rows: int, seed: int) -> tup
     without = train.sample(n=rows, random_state=seed).reset_index(drop=True)
     with_target = pd.concat([without, target_record(schema)], ignore_index=True)
     return without, with_target
+
+
+def audited_data(dataset: Any, options: AuditOptions) -> tuple[Schema, pd.DataFrame]:
+    """The dataset's schema and training split, projected on `options.columns` when given."""
+    schema, train = dataset.schema(), load_split(dataset.load).train
+    if not options.columns:
+        return schema, train
+    schema = schema.project(options.columns)
+    return schema, train[schema.names].reset_index(drop=True)
 
 
 def fit_seeds(seed: int, fit: int) -> tuple[bool, int, int]:
@@ -177,8 +191,7 @@ def run_batch(batch: AuditBatch, registry: Registry, device: str = "cpu") -> tup
     cell, options = batch.cell, batch.options
     spec = registry.get("generator", cell.method.name).spec
     dataset = registry.dataset(cell.dataset)
-    schema = dataset.schema()
-    train = load_split(dataset.load).train
+    schema, train = audited_data(dataset, options)
     params = {**cell.method.params, **({"device": "cpu"} if Capability.DEVICE in spec.capabilities else {})}
     if options.canaries:
         return {"fits": [canary_audit.run_fit(cell, options, train, schema, spec, params)]}, None, None
@@ -408,7 +421,7 @@ def summarise(state: AuditState, options: AuditOptions, registry: Registry) -> d
     cell = state.cell
     provided = registry.get("generator", cell.method.name)
     dataset = registry.dataset(cell.dataset)
-    schema = dataset.schema()
+    schema = dataset.schema().project(options.columns) if options.columns else dataset.schema()
     summary: dict[str, Any] = {
         "format": AUDIT_FORMAT, "key": state.key, "generator": cell.method.display, "dataset": cell.dataset,
         # with the method, ε and δ: what a run's cell shares with the mechanism audited (the leaderboard matches it)

@@ -12,7 +12,7 @@ import enum
 import math
 import tomllib
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -236,6 +236,14 @@ class Schema:
     @property
     def features(self) -> list[Column]:
         return [c for c in self.columns if c.name != self.target]
+
+    def project(self, names: Iterable[str]) -> Schema:
+        """The schema of these columns alone (in table order), keeping the target only if it is one of them."""
+        wanted = set(names)
+        for name in wanted:
+            self[name]  # a KeyError naming the schema and the column
+        return replace(self, columns=tuple(c for c in self.columns if c.name in wanted),
+                       target=self.target if self.target in wanted else None)
 
     def require_complete(self, model: str, columns: Iterable[Column] | None = None) -> None:
         """For a model with no representation of a missing value: refuse nullable columns (of those
