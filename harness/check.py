@@ -252,3 +252,23 @@ def _describe_ledger(entries: list[dict[str, Any]]) -> str:
                                         for k, v in sorted(e["params"].items())) + ")"
         for e in entries
     )
+
+
+RESULTS_DIR = Path(__file__).resolve().parent.parent / "leaderboard" / "results"
+
+
+def stale_results(findings: list[Finding], results_dir: Path = RESULTS_DIR) -> dict[str, list[str]]:
+    """The committed results (leaderboard/results/<suite>/, docs/results.md) that hold a generator whose
+    metrics moved beyond the gate's tolerance, either way, each with those generators: the change that
+    moved them is to regenerate these too."""
+    moved = {f.group[0] for f in findings if f.kind in ("regression", "improvement")}
+    stale = {}
+    for manifest in sorted(results_dir.glob("*/run.json")):
+        suite = json.loads(manifest.read_text()).get("suite", {})
+        names = {g.get("label") or g["name"] for g in suite.get("generators", [])} | {
+            g["name"] for g in suite.get("generators", [])}
+        hit = sorted(moved & names)
+        if hit:
+            stale[manifest.parent.name] = hit
+    return stale
+

@@ -411,7 +411,7 @@ def cmd_compare(args: argparse.Namespace, registry: Registry, console: Console) 
 
 def cmd_check(args: argparse.Namespace, registry: Registry, console: Console) -> int:
     """0: no regression; 1: a metric or privacy regression (listed); errors raise (exit 2)."""
-    from dpgym.check import compare, load_baseline, summarise, write_baseline
+    from dpgym.check import compare, load_baseline, stale_results, summarise, write_baseline
 
     if not 0 < args.alpha < 1:
         raise SuiteError(f"--alpha must lie in (0, 1), got {args.alpha}")
@@ -433,6 +433,9 @@ def cmd_check(args: argparse.Namespace, registry: Registry, console: Console) ->
     failed = [f for f in findings if f.fails]
     console.print(f"{len(failed)} regressions ({sum(f.kind == 'privacy' for f in failed)} privacy), "
                   f"{sum(f.kind == 'improvement' for f in findings)} improvements")
+    for suite, generators in stale_results(findings).items():
+        console.print(f"STALE       leaderboard/results/{suite}/ holds {', '.join(generators)}, which moved: "
+                      f"regenerate it in this change (make results RESULTS={suite})", markup=False, soft_wrap=True)
     return 1 if failed else 0
 
 

@@ -240,3 +240,17 @@ def test_a_baseline_is_not_written_from_a_run_with_failed_or_missing_cells(regis
     with pytest.raises(ValueError, match=r"cells failed in .*; a baseline must hold every cell's"):
         write_baseline(out, tmp_path / "b.json", "gate", keys)
     assert not (tmp_path / "b.json").exists()
+
+
+def test_committed_results_holding_a_moved_generator_are_named_stale(tmp_path):
+    from dpgym.check import Finding, stale_results
+
+    for suite, generators in {"main": ["independent", "dp_vae"], "marginal": ["aim", "mst"]}.items():
+        (tmp_path / suite).mkdir()
+        (tmp_path / suite / "run.json").write_text(json.dumps(
+            {"suite": {"name": suite, "generators": [{"name": g, "label": "", "params": {}} for g in generators]}}))
+    moved = [Finding("regression", ("dp_vae", "adult", 1.0), "marginal_tvd"),
+             Finding("improvement", ("independent", "lifesci", 4.0), "kendall_rmse"),
+             Finding("new", ("aim", "adult", 1.0), "new group")]
+    assert stale_results(moved, tmp_path) == {"main": ["dp_vae", "independent"]}
+    assert stale_results([], tmp_path) == {}
