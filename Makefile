@@ -51,6 +51,8 @@ define publish
 	mkdir -p leaderboard/results/$(1)
 	cp runs/results/$(1)/leaderboard.json runs/results/$(1)/leaderboard.md runs/results/$(1)/report.html \
 	   runs/results/$(1)/run.json leaderboard/results/$(1)/
+	if grep -q '^references' leaderboard/suites/$(1).toml; then \
+	  .venv/bin/dpgym compare runs/results/$(1) > /dev/null && cp runs/results/$(1)/compare-*.* leaderboard/results/$(1)/; fi
 
 endef
 
