@@ -41,8 +41,6 @@ from dpgym.specs import Capability
 
 GUESS_COUNTS = (10, 30, 100, 300)
 CONFIDENCE = 0.95
-# Rows of the synthetic table compared with the canaries at once (a canaries × rows distance block).
-DISTANCE_BLOCK = 4096
 
 
 def p_value(canaries: int, guesses: int, correct: int, epsilon: float, delta: float) -> float:
@@ -137,14 +135,10 @@ def canary_coins(seed: int, count: int) -> np.ndarray:
 
 
 def nearest_distances(points: np.ndarray, rows: np.ndarray) -> np.ndarray:
-    """Each point's distance to its nearest row (Euclidean), in blocks of rows."""
-    nearest = np.full(len(points), np.inf)
-    squared_points = (points ** 2).sum(axis=1)[:, None]
-    for start in range(0, len(rows), DISTANCE_BLOCK):
-        block = rows[start:start + DISTANCE_BLOCK]
-        squared = squared_points - 2 * points @ block.T + (block ** 2).sum(axis=1)[None, :]
-        nearest = np.minimum(nearest, squared.min(axis=1))
-    return np.sqrt(np.maximum(nearest, 0.0))
+    """Each point's Euclidean distance to its nearest row."""
+    from sklearn.neighbors import NearestNeighbors
+
+    return NearestNeighbors(n_neighbors=1).fit(rows).kneighbors(points)[0][:, 0]
 
 
 def run_fit(cell: Any, options: Any, train: pd.DataFrame, schema: Schema, spec: Any, params: dict[str, Any]) -> dict[str, Any]:

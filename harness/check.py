@@ -265,8 +265,7 @@ def stale_results(findings: list[Finding], results_dir: Path = RESULTS_DIR) -> d
     stale = {}
     for manifest in sorted(results_dir.glob("*/run.json")):
         suite = json.loads(manifest.read_text()).get("suite", {})
-        names = {g.get("label") or g["name"] for g in suite.get("generators", [])} | {
-            g["name"] for g in suite.get("generators", [])}
+        names = {name for g in suite.get("generators", []) for name in (g["name"], g.get("label")) if name}
         hit = sorted(moved & names)
         if hit:
             stale[manifest.parent.name] = hit
