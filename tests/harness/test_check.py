@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import shutil
 
 import pytest
 
@@ -39,9 +40,17 @@ def baseline(registry, tmp_path_factory):
     return load_baseline(path)
 
 
+@pytest.fixture(scope="module")
+def rerun(registry, baseline, tmp_path_factory):
+    """A second run of the unchanged code (read-only: a test that edits a run copies it)."""
+    out = tmp_path_factory.mktemp("rerun")
+    run(out, registry)
+    return out
+
+
 @pytest.mark.slow
-def test_unchanged_code_passes(registry, baseline, tmp_path):
-    findings = compare(baseline, run(tmp_path, registry), metric_directions(registry), alpha=0.05)
+def test_unchanged_code_passes(registry, baseline, rerun):
+    findings = compare(baseline, summarise(rerun), metric_directions(registry), alpha=0.05)
     assert findings == []
 
 
@@ -63,7 +72,7 @@ def test_changed_noise_with_the_same_claimed_epsilon_is_a_privacy_regression(reg
 
 
 @pytest.mark.slow
-def test_cli_exit_codes(registry, baseline, tmp_path, monkeypatch, capsys):
+def test_cli_exit_codes(registry, rerun, tmp_path, monkeypatch, capsys):
     out = tmp_path / "run"
     run(out, registry, params={"numeric_bins": 2})
     path = tmp_path / "golden.json"
@@ -71,9 +80,7 @@ def test_cli_exit_codes(registry, baseline, tmp_path, monkeypatch, capsys):
     assert main(["check", str(out), "--baseline", str(path)]) == 2  # no baseline yet: usage error
     assert main(["check", str(out), "--baseline", str(path), "--update"]) == 0
     assert main(["check", str(out), "--baseline", str(path)]) == 0
-    base_run = tmp_path / "base"
-    run(base_run, registry)
-    write_baseline(base_run, path, "gate")
+    write_baseline(rerun, path, "gate")
     assert main(["check", str(out), "--baseline", str(path)]) == 1
     out_text = capsys.readouterr().out
     assert "REGRESSION  independent × adult × ε=1.0  marginal_tvd" in out_text and "4 regressions (0 privacy)" in out_text
@@ -107,8 +114,8 @@ def _edit(groups, **changes):
 
 
 @pytest.mark.slow
-def test_a_metric_turning_nan_or_a_missing_seed_is_a_regression(registry, baseline, tmp_path):
-    now = run(tmp_path, registry)
+def test_a_metric_turning_nan_or_a_missing_seed_is_a_regression(registry, baseline, rerun):
+    now = summarise(rerun)
     directions = metric_directions(registry)
     nan = _edit(now, metrics=lambda g: {**g["metrics"], "marginal_tvd": [float("nan"), *g["metrics"]["marginal_tvd"][1:]]})
     assert {f.what for f in compare(baseline, nan, directions, 0.05) if f.fails} == {
@@ -131,8 +138,8 @@ def _ledger_findings(baseline, now, registry):
 
 
 @pytest.mark.slow
-def test_a_ledger_changed_in_any_seed_is_a_privacy_regression(registry, baseline, tmp_path):
-    now = run(tmp_path, registry)
+def test_a_ledger_changed_in_any_seed_is_a_privacy_regression(registry, baseline, rerun):
+    now = summarise(rerun)
     changed = _edit(now, ledgers=lambda g: {**g["ledgers"], 1: _with_sigma(g["ledgers"][1], 0.5)})
     findings = _ledger_findings(baseline, changed, registry)
     assert [f.what for f in findings] == ["ledger mechanisms or parameters changed"]
@@ -140,10 +147,10 @@ def test_a_ledger_changed_in_any_seed_is_a_privacy_regression(registry, baseline
 
 
 @pytest.mark.slow
-def test_each_seed_is_held_to_its_own_baseline_ledger(registry, baseline, tmp_path):
+def test_each_seed_is_held_to_its_own_baseline_ledger(registry, baseline, rerun):
     """A ledger that legitimately differs between seeds passes unchanged; one seed given another
     seed's ledger fails, though that ledger is in the baseline too."""
-    now = run(tmp_path, registry)
+    now = summarise(rerun)
     base, unchanged = _seed_dependent(baseline), _seed_dependent(now)
     assert _ledger_findings(base, unchanged, registry) == []
     swapped = _edit(unchanged, ledgers=lambda g: {**g["ledgers"], 2: g["ledgers"][0]})
@@ -152,8 +159,8 @@ def test_each_seed_is_held_to_its_own_baseline_ledger(registry, baseline, tmp_pa
 
 @pytest.mark.slow
 def test_a_seed_the_baseline_did_not_run_is_held_to_its_ledger_only_if_that_did_not_depend_on_the_seed(
-        registry, baseline, tmp_path):
-    now = run(tmp_path, registry)
+        registry, baseline, rerun):
+    now = summarise(rerun)
     extra_seed = lambda groups, sigma: _edit(  # noqa: E731
         groups, ledgers=lambda g: {**g["ledgers"], 7: _with_sigma(g["ledgers"][0], sigma)})
     constant = baseline[next(k for k in baseline if k[0] == "independent")]["ledgers"][0][0]["params"].get("sigma")
@@ -164,9 +171,8 @@ def test_a_seed_the_baseline_did_not_run_is_held_to_its_ledger_only_if_that_did_
 
 
 @pytest.mark.slow
-def test_a_format_1_baseline_is_refused_saying_how_to_regenerate_it(registry, tmp_path, monkeypatch, capsys):
-    out = tmp_path / "run"
-    run(out, registry)
+def test_a_format_1_baseline_is_refused_saying_how_to_regenerate_it(registry, rerun, tmp_path, monkeypatch, capsys):
+    out = rerun
     path = tmp_path / "b.json"
     write_baseline(out, path, "gate")
     raw = json.loads(path.read_text())
@@ -192,16 +198,15 @@ def test_a_malformed_baseline_is_a_usage_error(tmp_path, text):
 
 
 @pytest.mark.slow
-def test_alpha_outside_zero_one_is_refused(registry, baseline, tmp_path, monkeypatch):
-    out = tmp_path / "run"
-    run(out, registry)
+def test_alpha_outside_zero_one_is_refused(registry, rerun, tmp_path, monkeypatch):
+    out = rerun
     monkeypatch.setattr(Registry, "discover", classmethod(lambda cls, extra=None: registry))
     assert main(["check", str(out), "--baseline", str(tmp_path / "none.json"), "--alpha", "0"]) == 2
 
 
 @pytest.mark.slow
-def test_a_guarantee_label_changed_in_any_seed_is_a_privacy_regression(registry, baseline, tmp_path):
-    now = run(tmp_path, registry)
+def test_a_guarantee_label_changed_in_any_seed_is_a_privacy_regression(registry, baseline, rerun):
+    now = summarise(rerun)
     relabelled = _edit(now, _guarantees=lambda g: sorted({g["guarantee"], "nominal"}))
     privacy = {f.what for f in compare(baseline, relabelled, metric_directions(registry), 0.05) if f.kind == "privacy"}
     assert privacy == {"guarantee label changed"}
@@ -217,20 +222,17 @@ def test_a_tiny_alpha_gives_a_finite_tolerance():
 
 
 @pytest.mark.slow
-def test_metrics_that_are_not_per_seed_lists_are_a_malformed_baseline(registry, tmp_path):
-    out = tmp_path / "run"
-    run(out, registry)
+def test_metrics_that_are_not_per_seed_lists_are_a_malformed_baseline(rerun, tmp_path):
     path = tmp_path / "b.json"
-    write_baseline(out, path, "gate")
+    write_baseline(rerun, path, "gate")
     path.write_text(path.read_text().replace('"failures": 0', '"failures": null', 1))
     with pytest.raises(ValueError, match=r"b.json: group 0 has malformed \['failures'\]"):
         load_baseline(path)
 
 
 @pytest.mark.slow
-def test_a_baseline_is_not_written_from_a_run_with_failed_or_missing_cells(registry, tmp_path):
-    out = tmp_path / "run"
-    run(out, registry)
+def test_a_baseline_is_not_written_from_a_run_with_failed_or_missing_cells(rerun, tmp_path):
+    out = shutil.copytree(rerun, tmp_path / "run")
     keys = {r["cell"]["key"] for r in RunStore(out).results(None)}
     with pytest.raises(ValueError, match=r"1 of the suite's 7 cells have not run"):
         write_baseline(out, tmp_path / "b.json", "gate", keys | {"not-run-yet"})

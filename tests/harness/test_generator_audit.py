@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+from multiprocessing import forkserver
 
 import numpy as np
 import pandas as pd
@@ -128,7 +129,17 @@ def _audit(tmp_path, generators: list[str], options: AuditOptions, sets: list[st
     return {s["generator"]: s for s in run_audits(cells, options, tmp_path, registry, workers=2)}
 
 
+@pytest.fixture
+def cold_forkserver():
+    """No forkserver running, so the audit starts one warm with its plugins and Adult. One that an
+    earlier test started keeps that test's warm state, and each of the game's 70 batches would then
+    rediscover the plugins and load Adult itself (a second each: 80 s instead of 15). `_stop` is
+    multiprocessing's own hook for tests."""
+    forkserver._forkserver._stop()
+
+
 @pytest.mark.slow
+@pytest.mark.usefixtures("cold_forkserver")
 def test_planted_faults_are_violations_and_honest_generators_are_consistent(tmp_path, monkeypatch):
     """Fixed seeds; about twenty seconds on two idle cores. The audit runs on Adult's `age` alone, the
     worst-case dataset where the target (age 90, the top of the public range) moves one count of one
