@@ -12,7 +12,9 @@ import pytest
 from dpgym import Budget, reaccount
 from dpgym.plugins.generators import aim
 from dpgym.plugins.marginal.accounting import total_rho
-from dpgym.plugins.marginal.model import Measurements, estimate, marginal_counts, model_domain
+from dpgym.plugins.datasets import adult
+from dpgym.plugins.marginal.domain import TableDomain
+from dpgym.plugins.marginal.model import Measurements, estimate, marginal_counts, model_domain, model_size_mb
 from tests.plugins.marginal.support import (
     CORRELATED_SCHEMA, correlated_table, entry_rho, fidelity_beside_independent, kendall_gap,
 )
@@ -73,6 +75,20 @@ def test_the_size_limit_keeps_candidates_the_model_holds_and_those_that_fit():
     tiny = 200 * 8 / 2**20  # MB: room for the a–b table (160 cells) but not for another one beside it
     assert generator.within_size_limit(candidates, model, domain, tiny) == {("a", "b"): 1.0, ("a",): 1.0}
     assert generator.within_size_limit(candidates, model, domain, 1.0) == candidates
+
+
+def test_the_model_size_is_mbis_junction_tree_size():
+    """The size the limit is checked against equals `mbi`'s own, over clique sets like AIM's (every
+    1-way marginal or most of them, pairs, a few triples) on Adult's domain at the default bins."""
+    from mbi.junction_tree import hypothetical_model_size  # after dpgym's model module set JAX up for mbi
+
+    sizes = TableDomain(adult.schema(), 100).sizes
+    domain, names = model_domain(sizes), list(sizes)
+    rng = np.random.default_rng(0)
+    for _ in range(100):
+        cliques = [(a,) for a in names if rng.random() < 0.9]
+        cliques += [tuple(rng.choice(names, int(rng.integers(2, 4)), replace=False)) for _ in range(rng.integers(0, 30))]
+        assert model_size_mb(domain, cliques) == hypothetical_model_size(domain, cliques), cliques
 
 
 @pytest.mark.slow
