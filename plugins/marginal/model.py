@@ -47,7 +47,7 @@ def model_size_mb(domain: mbi.Domain, cliques: list[Clique]) -> float:
     bytes), as AIM's `max_model_size` counts it. The same number as `mbi.junction_tree.
     hypothetical_model_size`, in a fraction of its time: AIM asks it for every candidate in every
     round (860 candidates a round on Census), and mbi builds the whole junction tree each time
-    (about 18 ms; 40 % of a Census round), where the size needs only the elimination.
+    (10.6 ms against 0.8 ms here on Census's domain), where the size needs only the elimination.
 
     mbi eliminates greedily: in the domain's order, the first attribute whose neighbourhood (itself and
     every attribute it shares a clique with) has the fewest cells, an attribute in no clique costing 1;

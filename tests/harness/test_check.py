@@ -199,9 +199,8 @@ def test_a_malformed_baseline_is_a_usage_error(tmp_path, text):
 
 @pytest.mark.slow
 def test_alpha_outside_zero_one_is_refused(registry, rerun, tmp_path, monkeypatch):
-    out = rerun
     monkeypatch.setattr(Registry, "discover", classmethod(lambda cls, extra=None: registry))
-    assert main(["check", str(out), "--baseline", str(tmp_path / "none.json"), "--alpha", "0"]) == 2
+    assert main(["check", str(rerun), "--baseline", str(tmp_path / "none.json"), "--alpha", "0"]) == 2
 
 
 @pytest.mark.slow
