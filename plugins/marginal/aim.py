@@ -98,7 +98,8 @@ class AIM(MarginalGenerator):
 
             allowed = self.within_size_limit(candidates, model, domain, size_limit)
             bias = EXPECTED_ABSOLUTE_NOISE * sigma
-            scores = np.array([weight * (np.abs(answers[r] - marginals.project(r).ravel()).sum() - bias * answers[r].size)
+            estimates = marginals.project_many(list(allowed))
+            scores = np.array([weight * (np.abs(answers[r] - estimates[r].ravel()).sum() - bias * answers[r].size)
                                for r, weight in allowed.items()])
             sensitivity = max(allowed.values())
             chosen = list(allowed)[exponential_mechanism(scores, epsilon, sensitivity, rng)]

@@ -3,6 +3,7 @@ model's marginals read from its junction tree, i.i.d. sampling, and the zCDP bud
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import numpy as np
@@ -74,6 +75,33 @@ def test_marginals_from_the_junction_tree_equal_mbi_variable_elimination(attribu
     model = random_model(*CYCLE)
     exact = np.asarray(mbi.marginal_oracles.variable_elimination(model.potentials, attributes, 500.0).values)
     np.testing.assert_allclose(ModelMarginals(model).project(attributes), exact, rtol=1e-9, atol=1e-9)
+
+
+# a ladder whose separators hold two attributes, so counts passed on keep one and sum the other,
+# beside a part that shares no attribute with it
+LADDER = ({"a": 3, "b": 2, "c": 4, "d": 3, "e": 2, "f": 3, "g": 2, "h": 3},
+          [("a", "b", "c"), ("b", "c", "d"), ("c", "d", "e"), ("e", "f"), ("a", "g"), ("h",)])
+
+
+@pytest.mark.parametrize("model", [CYCLE, LADDER], ids=["cycle", "ladder"])
+def test_many_marginals_at_once_equal_the_whole_joint_tables_sums(model):
+    sizes, cliques = model
+    fitted = random_model(sizes, cliques, seed=3)
+    queries = [*itertools.combinations(sizes, 2), *[(b, a) for a, b in itertools.combinations(sizes, 2)],
+               *itertools.combinations(sizes, 1), ("a", "e", "b"), ("f", "a", "e")]
+    answers = ModelMarginals(fitted).project_many(queries)
+    assert list(answers) == queries
+    letters = "".join(sizes)  # one-letter attributes: einsum subscripts
+    log_joint = np.zeros(tuple(sizes.values()))  # the whole joint table, small here: the exact answers
+    for clique in cliques:
+        order = sorted(clique, key=letters.index)
+        potential = np.einsum(f"{''.join(clique)}->{''.join(order)}", np.asarray(fitted.potentials[clique].values))
+        log_joint = log_joint + potential.reshape([sizes[a] if a in clique else 1 for a in letters])
+    joint = np.exp(log_joint - log_joint.max())
+    joint *= 500.0 / joint.sum()
+    for query in queries:
+        exact = np.einsum(f"{letters}->{''.join(query)}", joint)
+        np.testing.assert_allclose(answers[query], exact, rtol=1e-9, atol=1e-9, err_msg=str(query))
 
 
 def test_samples_are_iid_draws_from_the_model_and_follow_the_seed():
