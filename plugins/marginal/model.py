@@ -170,8 +170,8 @@ class ModelMarginals:
         over a and its separator S with the clique it was reached from, N(a, S), and passes on
         N(a, S') = Σ N(a, S)·P(S ∪ S')/P(S) over its separator S' with each next clique; then
         N(a, b) = Σ_S N(a, S)·P(S ∪ {b})/P(S) for each b in C. All pairs cost one walk per attribute,
-        whose tables hold |a| times a separator's cells, where `project` sums a subtree's product per
-        pair (on Census, an AIM round's 820 pairs took over 20 minutes that way).
+        whose tables hold |a| times a separator's cells, where `project` contracts a subtree's
+        tables per pair, and its einsum may build intermediates over several cliques at once.
 
         `mbi.marginal_oracles.calculate_many_marginals` answers many queries too, from tables over
         the union of every two cliques, which outgrow memory once cliques reach 10⁵ cells. Other
