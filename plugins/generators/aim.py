@@ -24,8 +24,8 @@ number of rounds depends on the noisy answers (it is part of what the mechanism 
 
 The model's marginals for every candidate are read in numpy from its junction tree, after one belief
 propagation per round, every pair no clique holds from one walk of the tree per attribute
-(`ModelMarginals.project_many`), not through `mbi`'s `project`, which compiles per query. The discrete domain comes from the public schema only, as for `mst` (categories;
-`numeric_bins` bins over public bounds, log1p-spaced when `heavy_tailed`, one per value for small
+(`ModelMarginals.project_many`), not through `mbi`'s `project`, which compiles per query. The
+discrete domain comes from the public schema only, as for `mst` (categories; `numeric_bins` bins over public bounds, log1p-spaced when `heavy_tailed`, one per value for small
 integer ranges; a missing-value cell for nullable columns). Method notes: docs/methods/aim-mst.md.
 
 Defaults and where they come from ("tuned on" marks a value chosen from rows that a suite scores):

@@ -199,7 +199,7 @@ class ModelMarginals:
         walk of the subtree from a clique holding `source` to the nearest clique holding each b."""
         root = min((c for c in self.tables if source in c), key=lambda c: self.tables[c].size)
         paths = nx.single_source_shortest_path(self.tree, root)
-        reading = {b: min((c for c in self.tables if b in c), key=lambda c: len(paths[c])) for b in partners}
+        reading = {b: self._nearest_holding(b, paths) for b in partners}
         subtree = nx.bfs_tree(self.tree.subgraph({node for clique in reading.values() for node in paths[clique]}), root)
         read_at: dict[Clique, list[str]] = {}
         for b, clique in reading.items():
@@ -209,9 +209,9 @@ class ModelMarginals:
         for clique in nx.topological_sort(subtree):
             table = self.tables[clique]
             for child in subtree.successors(clique):
-                separator = tuple(x for x in clique if x in child)
                 if source in child:  # its table holds the source: nothing to pass on
                     continue
+                separator = tuple(x for x in clique if x in child)
                 received[child] = (_pass_on(table, clique, received.get(clique), source, separator), separator)
             for b in read_at.get(clique, []):
                 answers[b] = _pass_on(table, clique, received.get(clique), source, (b,))
@@ -224,9 +224,12 @@ class ModelMarginals:
         paths = nx.single_source_shortest_path(self.tree, root)
         nodes = {root}
         for attribute in set(attributes) - set(root):
-            nearest = min((c for c in self.tables if attribute in c), key=lambda c: len(paths[c]))
-            nodes.update(paths[nearest])
+            nodes.update(paths[self._nearest_holding(attribute, paths)])
         return nodes
+
+    def _nearest_holding(self, attribute: str, paths: dict[Clique, list[Clique]]) -> Clique:
+        """The clique holding `attribute` with the shortest of `paths` (from one root to each clique)."""
+        return min((c for c in self.tables if attribute in c), key=lambda c: len(paths[c]))
 
     def sample(self, rows: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
         """`rows` i.i.d. draws of every attribute's cell: the root clique from its table, then each
