@@ -216,6 +216,14 @@ def to_json(reference: Reference, rows: list[Comparison], run_dir: Path) -> dict
     })
 
 
+def report_section(reference: Reference, rows: list[Comparison]) -> dict[str, Any]:
+    """One reference's comparison as the HTML report shows it: the Markdown file's table and counts,
+    and the name of the file `dpgym compare` writes beside the run."""
+    return {"name": reference.name, "title": reference.title, "counts": status_counts(rows), "rules": STATUS_RULES,
+            "header": HEADER, "rows": [{"cells": _cells(row), "status": row.status} for row in rows],
+            "file": f"compare-{reference.name}.md"}
+
+
 def write_comparison(run_dir: Path, reference: Reference, rows: list[Comparison]) -> tuple[Path, Path]:
     """RUN_DIR/compare-NAME.md and .json."""
     markdown, data = run_dir / f"compare-{reference.name}.md", run_dir / f"compare-{reference.name}.json"

@@ -31,9 +31,11 @@ import pandas as pd
 
 from dpgym import learning
 from dpgym.cache import digest
+from dpgym.compare import compare, report_section, run_cells
 from dpgym.threads import cpu_count
 from dpgym.inference import UnreviewedSchemaWarning
 from dpgym.leaderboard import ARROWS, GROUP, UNDER_SPENT, Leaderboard, build_leaderboard, rank_groups
+from dpgym.references import load_reference
 from dpgym.registry import Registry
 from dpgym.report import figures
 from dpgym.schema import Schema
@@ -603,6 +605,17 @@ def metric_descriptions(registry: Registry, families: set[str]) -> list[dict[str
             if name in families and provided.spec.description]
 
 
+def paper_comparisons(run_dir: Path, references: list[str], directions: dict[str, Direction],
+                      keys: set[str] | None) -> list[dict[str, Any]]:
+    """The published figures of the references the run's suite names, beside the run's cells (`dpgym
+    compare`'s tables), so that the report shows them without a separate command."""
+    if not references:
+        return []
+    cells = run_cells(run_dir, directions, keys)
+    return [report_section(reference, compare(reference, cells, directions))
+            for reference in map(load_reference, references)]
+
+
 def write_report(run_dir: Path, registry: Registry, out: Path | None = None, keys: set[str] | None = None) -> Path:
     """Write DIR/report.html (or `out`) of the cells in `keys` (default: all) and return its path."""
     started = time.perf_counter()
@@ -625,6 +638,7 @@ def write_report(run_dir: Path, registry: Registry, out: Path | None = None, key
                     for m in ordered_metrics(lb.metrics, families)],
         "metric_families": metric_descriptions(registry, {families.get(m) for m in lb.metrics}),
         "ranking": ranking_context(lb, palette),
+        "comparisons": paper_comparisons(run_dir, suite.get("references", []), directions, keys),
         "datasets": dataset_sections(run_dir, lb, results, registry, palette),
         "learning": learning_sections(lb, palette),
         "audit": audit_context(run_dir, lb, palette),

@@ -265,3 +265,29 @@ def test_the_legend_says_in_each_metric_plugins_words_what_it_measures(smoke_rep
     for name in ("target_gap", "mean_gap"):
         description = report_registry.kinds["metric"][name].spec.description
         assert description and f"<code>{name}</code>: {description}" in html
+
+
+def test_a_suite_naming_references_gets_each_comparison_in_the_report_linked_from_the_top(
+        smoke_run, report_registry, tmp_path):
+    import shutil
+
+    from dpgym.report import write_report
+
+    run = shutil.copytree(smoke_run, tmp_path / "run")
+    paper = tmp_path / "test-paper.toml"
+    paper.write_text('paper = "test-paper"\ntitle = "A paper: Table 9"\n\n[figures]\n"Table 9" = "the gap"\n\n'
+                     + "".join(f'[[entries]]\nfigure = "Table 9"\ndataset = "adult"\ngenerator = "{g}"\n'
+                               f'metric = "target_rate_gap"\nepsilon = 1.0\nvalue = 0.5\nsource = "table"\n\n'
+                               for g in ("independent", "dp_hflow")))
+    manifest = json.loads((run / "run.json").read_text())
+    manifest["suite"]["references"] = [str(paper)]
+    (run / "run.json").write_text(json.dumps(manifest))
+
+    html = write_report(run, report_registry).read_text()
+    assert '<a href="#paper-test-paper">Against test-paper</a>' in html.split("</nav>", 1)[0]
+    section = html.split('<h2 id="paper-test-paper">', 1)[1].split("<h2 ", 1)[0]
+    assert "A paper: Table 9" in section and "compare-test-paper.md" in section
+    rows = re.findall(r'<tr class="status-([a-z-]+)">(.*?)</tr>', section)
+    assert [status for status, _ in rows] == ["better", "not-run"]  # independent's gap is far below 0.5
+    assert "(n = 2)" in rows[0][1] and "the run has no cells of dp_hflow on adult" in rows[1][1]
+    assert "0 reproduced, 1 better, 0 worse, 1 not run" in section
