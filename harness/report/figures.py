@@ -21,6 +21,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import scikit_posthocs  # noqa: E402
 import seaborn as sns  # noqa: E402
+from PIL import Image  # noqa: E402
 
 from dpgym.schema import Column, ColumnKind, Schema  # noqa: E402
 
@@ -35,10 +36,15 @@ sns.set_theme(style="whitegrid", context="paper")
 
 
 def to_data_uri(fig: plt.Figure, tight: bool = False) -> str:
-    """Encode and close; `tight` (an extra layout pass) only for small figures with outside legends."""
+    """Encode and close; `tight` (an extra layout pass) only for small figures with outside legends.
+    The PNG is reduced to a 256-colour palette: a report of 12 generators on two 41-column tables
+    embeds 48 figure grids, which take about a third of the bytes that way, with no visible change."""
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png", dpi=DPI, bbox_inches="tight" if tight else None)
     plt.close(fig)
+    palette = Image.open(buffer).convert("RGB").quantize(colors=256, method=Image.Quantize.MEDIANCUT)
+    buffer = io.BytesIO()
+    palette.save(buffer, format="PNG", optimize=True)
     return "data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode("ascii")
 
 
