@@ -291,7 +291,7 @@ class RealRows:
 # cell's result, this drawing code (FIGURES_VERSION: raise it when the figures change) and matplotlib
 # stay the same: a report rebuilt with nothing new draws nothing.
 FIGURES_DIR = "figures"
-FIGURES_VERSION = "1"
+FIGURES_VERSION = "2"
 
 
 def _drawn_cell(mine: pd.DataFrame, reference: float) -> pd.Series | None:
