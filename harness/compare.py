@@ -182,6 +182,10 @@ def terminal_table(reference: Reference, rows: list[Comparison]) -> Table:
     return table
 
 
+OURS = ("Ours: the mean over seeds (or pooled replicates) with the leaderboard's 95% bootstrap interval, failed "
+        "cells charged.")
+
+
 def status_counts(rows: list[Comparison]) -> str:
     counts = {s: sum(r.status == s for r in rows) for s in (REPRODUCED, BETTER, WORSE, NOT_RUN)}
     return ", ".join(f"{n} {s}" for s, n in counts.items())
@@ -189,8 +193,7 @@ def status_counts(rows: list[Comparison]) -> str:
 
 def to_markdown(reference: Reference, rows: list[Comparison], run_dir: Path) -> str:
     lines = [f"# {markdown_text(reference.title)} against {markdown_text(run_dir)}\n",
-             f"Reference `{reference.path.name}`: {status_counts(rows)}. {STATUS_RULES}. Ours: the mean over seeds "
-             "(or pooled replicates) with the leaderboard's 95% bootstrap interval, failed cells charged.\n",
+             f"Reference `{reference.path.name}`: {status_counts(rows)}. {STATUS_RULES}. {OURS}\n",
              "| " + " | ".join(HEADER) + " |", "|" + "---|" * len(HEADER)]
     lines += ["| " + " | ".join(markdown_text(c) for c in _cells(row)) + " |" for row in rows]
     lines.append("\n## What each figure measures\n")
@@ -219,7 +222,7 @@ def to_json(reference: Reference, rows: list[Comparison], run_dir: Path) -> dict
 def report_section(reference: Reference, rows: list[Comparison]) -> dict[str, Any]:
     """One reference's comparison as the HTML report shows it: the Markdown file's table and counts,
     and the name of the file `dpgym compare` writes beside the run."""
-    return {"name": reference.name, "title": reference.title, "counts": status_counts(rows), "rules": STATUS_RULES,
+    return {"name": reference.name, "title": reference.title, "counts": status_counts(rows), "rules": f"{STATUS_RULES}. {OURS}",
             "header": HEADER, "rows": [{"cells": _cells(row), "status": row.status} for row in rows],
             "file": f"compare-{reference.name}.md"}
 
