@@ -167,7 +167,7 @@ def show_leaderboard(run_dir: Path, registry: Registry, console: Console, keys: 
 
 def cmd_list(registry: Registry, console: Console) -> None:
     gens = Table(title="generators")
-    for col in ("name", "version", "guarantee", "defaults", "provided by"):
+    for col in ("name", "version", "guarantee", "defaults", "provided by", "description"):
         gens.add_column(col)
     generator_how_to = []
     for name, p in sorted(registry.kinds["generator"].items()):
@@ -176,15 +176,15 @@ def cmd_list(registry: Registry, console: Console) -> None:
         if missing:
             generator_how_to.append(f"{name} (unavailable): {missing}")
         gens.add_row(name + (" (unavailable)" if missing else ""), p.spec.version, str(p.spec.guarantee), defaults,
-                     p.package)
+                     p.package, p.spec.description)
     learners = Table(title="learners (private-learning track)")
-    for col in ("name", "version", "guarantee", "defaults", "provided by"):
+    for col in ("name", "version", "guarantee", "defaults", "provided by", "description"):
         learners.add_column(col)
     for name, p in sorted(registry.kinds["learner"].items()):
         defaults = "\n".join(f"{k}={v}" for k, v in p.spec.defaults.items())
-        learners.add_row(name, p.spec.version, str(p.spec.guarantee), defaults, p.package)
+        learners.add_row(name, p.spec.version, str(p.spec.guarantee), defaults, p.package, p.spec.description)
     data = Table(title="datasets")
-    for col in ("name", "version", "available", "licence", "sha256", "provided by"):
+    for col in ("name", "version", "available", "licence", "sha256", "provided by", "description"):
         data.add_column(col)
     how_to = []
     for name, p in sorted(registry.kinds["dataset"].items()):
@@ -192,7 +192,7 @@ def cmd_list(registry: Registry, console: Console) -> None:
         if missing:
             how_to.append(f"{name}: {missing}")
         data.add_row(name, p.spec.version, "no (see below)" if missing else "yes", p.spec.license,
-                     p.spec.checksum[:12], p.package)
+                     p.spec.checksum[:12], p.package, p.spec.description)
     mets = Table(title="metrics")
     for col in ("name", "version", "values (direction)", "provided by"):
         mets.add_column(col)

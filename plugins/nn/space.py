@@ -88,10 +88,6 @@ class DensitySpace:
             columns[col.name] = pd.Series(pd.Categorical.from_codes(codes, dtype=col.dtype))
         return pd.DataFrame({c.name: columns[c.name] for c in self.schema.columns})
 
-    def describe(self) -> dict[str, object]:
-        return {"columns": self.names, "centre": self.centre.tolist(), "scale": self.scale.tolist(),
-                "unmodelled_columns": [c.name for c in self.others], "unmodelled_fill": "uniform over public categories"}
-
 
 def project_to_unit_ball(u: np.ndarray) -> np.ndarray:
     """Rows with ‖u‖₂ > 1 scaled back onto the sphere: a per-row map, so the sensitivities that

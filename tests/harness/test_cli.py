@@ -31,6 +31,8 @@ def test_list_piped_at_the_default_width_shows_every_default_in_full():
                          env={k: v for k, v in os.environ.items() if k != "COLUMNS"})
     assert out.returncode == 0 and "…" not in out.stdout
     assert "encoder_mode=joint" in out.stdout  # dp_autogan's, cut to "encoder_mode=join…" at 80 columns
+    # a generator's own one-line description, which says what it does not model
+    assert "models the numeric columns only, draws categorical ones uniformly from their public categories" in out.stdout
 
 
 def test_list_marks_datasets_without_their_files_unavailable(tmp_path, monkeypatch, capsys):
@@ -39,7 +41,7 @@ def test_list_marks_datasets_without_their_files_unavailable(tmp_path, monkeypat
     monkeypatch.setenv("COLUMNS", "250")
     assert main(["list"]) == 0
     rows = {line.split("│")[1].strip(): line.split("│")[3].strip() for line in capsys.readouterr().out.splitlines()
-            if line.count("│") == 7}  # the datasets table's rows: name, version, available, ...
+            if line.count("│") == 8}  # the datasets table's rows: name, version, available, ...
     assert {name: rows[name] for name in ("adult", "census", "intrusion", "lifesci", "mimic3", "half_moons")} == {
         "adult": "no (see below)", "census": "no (see below)", "intrusion": "no (see below)",
         "lifesci": "no (see below)", "mimic3": "no (see below)", "half_moons": "yes"}

@@ -52,7 +52,8 @@ SPEC = GeneratorSpec(
     defaults={"components": 3, "iterations": 10, "accountant": "exact", "scaling": "ball",
               "eigen_floor": 1e-3, "initial_variance": 1.0},
     quick_params={"iterations": 2},
-    description="DP-EM Gaussian mixture (Park et al. 2017): noisy M-step sufficient statistics, exact log_prob",
+    description=("DP-EM Gaussian mixture (Park et al. 2017): noisy M-step sufficient statistics, exact log_prob; "
+                 "models the numeric columns only, draws categorical ones uniformly from their public categories"),
 )
 
 

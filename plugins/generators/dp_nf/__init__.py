@@ -60,7 +60,8 @@ SPEC = GeneratorSpec(
         "prior_epsilon_share": 0.1, "engine": "fast",
     },
     quick_params={"blocks": 1, "hidden": 8, "max_steps": 5, "accountant": "rdp"},
-    description="DP-NF: masked autoregressive flow trained with DP-SGD (Poisson, flat clipping), exact log_prob",
+    description=("DP-NF: masked autoregressive flow trained with DP-SGD (Poisson, flat clipping), exact log_prob; "
+                 "models the numeric columns only, draws categorical ones uniformly from their public categories"),
 )
 
 
