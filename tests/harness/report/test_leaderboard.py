@@ -58,6 +58,13 @@ def test_a_row_spending_under_90_percent_of_its_budget_is_marked_and_named_by_th
     assert "wasteful on adult at ε = 1 spent 0.174" in markdown
 
 
+def test_a_tiny_budget_spent_reads_in_significant_digits_not_as_zero(tmp_path):
+    rows = [result("learner", seed, scores(0.8, 0.1), epsilon=2.5e-4, spent=2.5e-4) for seed in range(2)]
+    board, markdown = write_leaderboard(write_run(tmp_path, rows), DIRECTIONS)
+    assert "| learner | formal | 0.00025 |" in markdown
+    assert "0.000 " not in markdown and "0.000 |" not in markdown
+
+
 def test_json_output_is_strict_json_with_rows_and_ranking(three_generators):
     write_leaderboard(three_generators, DIRECTIONS)
     payload = json.loads((three_generators / "leaderboard.json").read_text(),
