@@ -23,7 +23,7 @@ from dpgym.grid import check_builds, default_metrics, expand
 from dpgym.inference import UnreadableTable, draft_toml, infer_schema, read_table
 from dpgym.preflight import InputError, check_datasets, check_out
 from dpgym.references import ReferenceError, known_references, load_reference
-from dpgym.registry import PluginError, Registry
+from dpgym.registry import PluginError, Provided, Registry
 from dpgym.scaffold import ScaffoldError, new_plugin
 from dpgym.schema import SchemaError
 from dpgym.specs import Direction, SpecError
@@ -165,24 +165,27 @@ def show_leaderboard(run_dir: Path, registry: Registry, console: Console, keys: 
                   f"(and .csv, .json)", markup=False, soft_wrap=True)
 
 
+METHOD_COLUMNS = ("name", "version", "guarantee", "defaults", "provided by", "description")
+
+
+def _method_cells(provided: Provided) -> tuple[str, ...]:
+    """A generator's or learner's row of `dpgym list` after its name (METHOD_COLUMNS)."""
+    spec = provided.spec
+    defaults = "\n".join(f"{k}={v}" for k, v in spec.defaults.items())
+    return spec.version, str(spec.guarantee), defaults, provided.package, spec.description
+
+
 def cmd_list(registry: Registry, console: Console) -> None:
-    gens = Table(title="generators")
-    for col in ("name", "version", "guarantee", "defaults", "provided by", "description"):
-        gens.add_column(col)
+    gens = Table(*METHOD_COLUMNS, title="generators")
     generator_how_to = []
     for name, p in sorted(registry.kinds["generator"].items()):
-        defaults = "\n".join(f"{k}={v}" for k, v in p.spec.defaults.items())
         missing = p.spec.missing()
         if missing:
             generator_how_to.append(f"{name} (unavailable): {missing}")
-        gens.add_row(name + (" (unavailable)" if missing else ""), p.spec.version, str(p.spec.guarantee), defaults,
-                     p.package, p.spec.description)
-    learners = Table(title="learners (private-learning track)")
-    for col in ("name", "version", "guarantee", "defaults", "provided by", "description"):
-        learners.add_column(col)
+        gens.add_row(name + (" (unavailable)" if missing else ""), *_method_cells(p))
+    learners = Table(*METHOD_COLUMNS, title="learners (private-learning track)")
     for name, p in sorted(registry.kinds["learner"].items()):
-        defaults = "\n".join(f"{k}={v}" for k, v in p.spec.defaults.items())
-        learners.add_row(name, p.spec.version, str(p.spec.guarantee), defaults, p.package, p.spec.description)
+        learners.add_row(name, *_method_cells(p))
     data = Table(title="datasets")
     for col in ("name", "version", "available", "licence", "sha256", "provided by", "description"):
         data.add_column(col)

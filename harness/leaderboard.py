@@ -554,9 +554,9 @@ def format_number(value: float, digits: int = 3) -> str:
     return ("∞" if value > 0 else "−∞") if np.isinf(value) else f"{value:.{digits}f}"
 
 
-def format_spent(value: float) -> str:
-    """An ε spent: three decimals like every other number, but three significant digits below 0.01,
-    where budgets such as the private-learning track's (down to 1e-6) would all read 0.000."""
+def format_accounted_epsilon(value: float) -> str:
+    """An ε claimed or spent: three decimals like every other number, but three significant digits
+    below 0.01, where budgets such as the private-learning track's (down to 1e-6) would all read 0.000."""
     if value is not None and np.isfinite(value) and 0 < abs(value) < 0.01:
         return f"{value:.3g}"
     return format_number(value)
@@ -581,7 +581,7 @@ def to_markdown(lb: Leaderboard) -> str:
         lines.append("| " + " | ".join(header) + " |")
         lines.append("|" + "---|" * len(header))
         for _, row in part.iterrows():
-            spent = format_spent(row.eps_spent) + (" (under-spent)" if row.under_spent else "")
+            spent = format_accounted_epsilon(row.eps_spent) + (" (under-spent)" if row.under_spent else "")
             audit = []
             if audited:
                 audit = [format_number(row.eps_lower), "—" if row.audit_fits is None else str(row.audit_fits)]
@@ -714,7 +714,7 @@ def terminal_summary(lb: Leaderboard, headline: Sequence[str] | None = None) -> 
         for m in metrics:
             table.add_column(f"{m} {ARROWS.get(lb.directions.get(m), '')}".strip(), justify="right")
         for _, row in part.iterrows():
-            spent = format_spent(row.eps_spent) + (" under" if row.under_spent else "")
+            spent = format_accounted_epsilon(row.eps_spent) + (" under" if row.under_spent else "")
             values = []
             for m in metrics:
                 rank = row.get(f"{m}_rank", np.nan)

@@ -34,7 +34,8 @@ from dpgym.cache import digest
 from dpgym.compare import compare, report_section, run_cells
 from dpgym.threads import cpu_count
 from dpgym.inference import UnreviewedSchemaWarning
-from dpgym.leaderboard import ARROWS, GROUP, UNDER_SPENT, Leaderboard, build_leaderboard, format_spent, rank_groups
+from dpgym.leaderboard import (ARROWS, GROUP, UNDER_SPENT, Leaderboard, build_leaderboard, format_accounted_epsilon,
+                               rank_groups)
 from dpgym.references import load_reference
 from dpgym.registry import Registry
 from dpgym.report import figures
@@ -120,7 +121,7 @@ def notices(lb: Leaderboard, results: list[dict[str, Any]]) -> list[str]:
             return f"noise calibrated with {calibrated}, " if calibrated and calibrated != "basic" else ""
 
         rows = "; ".join(f"{r.generator} on {r.dataset} at ε = {_eps(r.epsilon)} ({how(r)}claims "
-                         f"{format_spent(r.claimed_epsilon_max)}, spends {format_spent(r.eps_spent)})" for r in short.itertuples())
+                         f"{format_accounted_epsilon(r.claimed_epsilon_max)}, spends {format_accounted_epsilon(r.eps_spent)})" for r in short.itertuples())
         out.append(f"{len(short)} row(s) spent less than {UNDER_SPENT:.0%} of their ε, so they were not compared at the "
                    f"budget they are listed under: {rows}.")
     lowered: dict[str, set[str]] = {}
@@ -146,7 +147,7 @@ def overview_tables(lb: Leaderboard, families: dict[str, str]) -> list[dict[str,
             same = part[part.epsilon == row.epsilon]
             cells = [Cell(row.generator, row.generator), Cell(row.guarantee, row.guarantee, f"g-{row.guarantee}"),
                      Cell(_eps(row.epsilon), row.epsilon if math.isfinite(row.epsilon) else 1e300),
-                     Cell(format_spent(row.eps_spent) + (" under-spent" if row.under_spent else ""),
+                     Cell(format_accounted_epsilon(row.eps_spent) + (" under-spent" if row.under_spent else ""),
                           row.eps_spent if math.isfinite(row.eps_spent) else 1e300, "bad" if row.under_spent else ""),
                      Cell(str(row.n_seeds), row.n_seeds),
                      Cell(str(row.failures), row.failures, "bad" if row.failures else "", row.error)]
@@ -589,7 +590,7 @@ def render(context: dict[str, Any]) -> str:
                              autoescape=jinja2.select_autoescape(["html", "j2"]), undefined=jinja2.StrictUndefined,
                              trim_blocks=True, lstrip_blocks=True)
     env.filters["num"] = _num
-    env.filters["spent"] = format_spent
+    env.filters["spent"] = format_accounted_epsilon
     env.filters["eps"] = _eps
     env.filters["sig"] = _sig
     # Let long metric names wrap after their underscores, so the table fits the page.
