@@ -38,7 +38,7 @@ RESULTS ?= main main-large marginal paper-dp-nf paper-expm-nf paper-dp-auto-gan 
 RESULTS_ARGS_marginal = --datasets adult --epsilons 0.5,1 --seeds 3
 RESULTS_ARGS_paper-dp-nf = --datasets lifesci,lifesci:fold=2,lifesci:fold=3
 RESULTS_ARGS_paper-expm-nf = --seeds 3
-RESULTS_ARGS_paper-dp-auto-gan = --seeds 1
+RESULTS_ARGS_paper-dp-auto-gan = --seeds 3
 RESULTS_ARGS_paper-dp-hflow-nonprivate = --seeds 3
 # The one-run audit of each generator at each ε, into the same directory: the report shows it beside the
 # claimed and spent ε (docs/privacy.md#one-run-audit). A fit past main's cell limit fails its audit.
