@@ -395,7 +395,7 @@ def _audited_columns(args: argparse.Namespace, cells: list[Any], registry: Regis
 def cmd_compare(args: argparse.Namespace, registry: Registry, console: Console) -> None:
     """Each reference's published figures against the run's cells (those of the suite last run into it):
     a table per reference, and RUN_DIR/compare-NAME.md and .json."""
-    from dpgym.compare import compare, run_cells, status_counts, terminal_table, write_comparison
+    from dpgym.compare import check_claims, compare, run_cells, status_counts, terminal_tables, write_comparison
 
     names = _csv(args.reference) if args.reference is not None else list(manifest_suite(args.run_dir).references)
     if not names:
@@ -405,10 +405,11 @@ def cmd_compare(args: argparse.Namespace, registry: Registry, console: Console) 
     directions = metric_directions(registry)
     cells = run_cells(args.run_dir, directions, suite_keys(args.run_dir, registry))
     for reference in references:
-        rows = compare(reference, cells, directions)
-        console.print(terminal_table(reference, rows))
-        markdown, data = write_comparison(args.run_dir, reference, rows)
-        console.print(f"{reference.name}: {status_counts(rows)}; {markdown} (and {data.name})", markup=False,
+        rows, claims = compare(reference, cells, directions), check_claims(reference, cells, directions)
+        for table in terminal_tables(reference, rows, claims):
+            console.print(table)
+        markdown, data = write_comparison(args.run_dir, reference, rows, claims)
+        console.print(f"{reference.name}: {status_counts(rows, claims)}; {markdown} (and {data.name})", markup=False,
                       soft_wrap=True)
 
 

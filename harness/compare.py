@@ -15,6 +15,16 @@ cells charged as the leaderboard charges them, so the two agree), and the entry 
 An entry is compared on each of its datasets (its `variants`, other preparations of the same data)
 that the run has any cells of; an entry whose datasets the run has none of is one ``not run`` row.
 
+A claim (an ordering or closeness the paper states in words, a lost plot's "large gap between flat
+clipping and the other three") is checked on the run's cells of each generator it names, each with
+the same mean and interval:
+
+- ``reproduced``: ``below``: each named generator's interval lies wholly under each other
+  generator's (with one replicate, its mean under theirs); ``within``: the means span no more than
+  the claim's tolerance;
+- ``not reproduced``: otherwise;
+- ``not run``: a generator it names has no value at the claim's dataset and ε.
+
 Entries without ``epsilon`` are non-private results (the "Real" column of a table): a non-private
 method's cells are the same fits at every ε (a cell's random streams do not depend on ε), so they
 are compared at the run's largest ε for that method rather than pooled across ε.
@@ -24,6 +34,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -40,14 +51,17 @@ from dpgym.leaderboard import (
     mean_and_interval,
     strict_json,
 )
-from dpgym.references import Entry, Reference, ReferenceError, format_epsilon
+from dpgym.references import Claim, Entry, Reference, ReferenceError, format_epsilon
 from dpgym.specs import Direction
 from dpgym.store import RunStore
 
-REPRODUCED, BETTER, WORSE, NOT_RUN = "reproduced", "better", "worse", "not run"
+REPRODUCED, BETTER, WORSE, NOT_RUN, NOT_REPRODUCED = "reproduced", "better", "worse", "not run", "not reproduced"
 STATUS_RULES = ("reproduced: the paper's value (± its reading precision) lies in our 95% interval, or our mean lies "
                 "in the band the paper's text states; better / worse: otherwise, by the metric's direction; "
                 "not run: no cells, or the metric was not computed")
+CLAIM_RULES = ("reproduced: below: each named generator's 95% interval lies wholly under each other generator's "
+               "(with one seed, its mean); within: the means span no more than the tolerance; not reproduced: "
+               "otherwise; not run: a generator named has no value at the claim's dataset and ε")
 
 
 @dataclass(frozen=True)
@@ -71,6 +85,28 @@ class Comparison:
         return self.mean - self.entry.value
 
 
+@dataclass(frozen=True)
+class Estimate:
+    """One generator's value in a claim: the leaderboard's mean and interval of its row."""
+
+    generator: str
+    mean: float
+    ci_low: float
+    ci_high: float
+    n_replicates: int
+    failures: int
+
+
+@dataclass(frozen=True)
+class ClaimCheck:
+    """One claim against the run's cells."""
+
+    claim: Claim
+    status: str
+    estimates: tuple[Estimate, ...] = ()
+    reason: str = ""
+
+
 def judge(entry: Entry, mean: float, low: float, high: float, direction: Direction) -> str:
     """The status of our mean and interval against a published value (module docstring)."""
     reading = entry.precision or 0.0
@@ -92,11 +128,15 @@ def run_cells(run_dir: Path, directions: dict[str, Direction], keys: set[str] | 
     return cells[(cells.status == "ok") | cells.charged]
 
 
-def compare(reference: Reference, cells: pd.DataFrame, directions: dict[str, Direction]) -> list[Comparison]:
-    """Every entry of `reference` against `cells` (`run_cells`): one row per dataset it is compared on."""
-    unknown = sorted({e.metric for e in reference.entries} - set(directions))
+def check_metrics(reference: Reference, directions: dict[str, Direction]) -> None:
+    unknown = sorted({e.metric for e in (*reference.entries, *reference.claims)} - set(directions))
     if unknown:
         raise ReferenceError(f"{reference.path}: {unknown} are not values of any installed metric")
+
+
+def compare(reference: Reference, cells: pd.DataFrame, directions: dict[str, Direction]) -> list[Comparison]:
+    """Every entry of `reference` against `cells` (`run_cells`): one row per dataset it is compared on."""
+    check_metrics(reference, directions)
     rows, ran = [], set(cells.dataset)
     for entry in reference.entries:
         candidates = [(entry.dataset, *entry.replicates), *((v,) for v in entry.variants)]
@@ -104,6 +144,58 @@ def compare(reference: Reference, cells: pd.DataFrame, directions: dict[str, Dir
         for datasets in [c for c in candidates if ran.intersection(c)] or candidates[:1]:
             rows.extend(_compare_on(entry, datasets, cells, directions[entry.metric]))
     return rows
+
+
+def check_claims(reference: Reference, cells: pd.DataFrame, directions: dict[str, Direction]) -> list[ClaimCheck]:
+    """Every claim of `reference` against `cells` (`run_cells`)."""
+    check_metrics(reference, directions)
+    return [_check(claim, cells) for claim in reference.claims]
+
+
+def _check(claim: Claim, cells: pd.DataFrame) -> ClaimCheck:
+    estimates, column = [], f"metric:{claim.metric}"
+    where = f"on {claim.dataset} at ε = {format_epsilon(claim.epsilon)}"
+    for generator in (*claim.generators, *claim.others):
+        mine = cells[(cells.generator == generator) & (cells.dataset == claim.dataset)
+                     & (cells.epsilon == claim.epsilon)]
+        if claim.delta is not None:
+            mine = mine[[math.isclose(d, claim.delta, rel_tol=1e-6) for d in mine.delta]]
+        if column not in mine or mine[column].notna().sum() == 0:
+            return ClaimCheck(claim, NOT_RUN, reason=f"the run has no {claim.metric} of {generator} {where}")
+        if mine.delta.nunique() > 1:
+            return ClaimCheck(claim, NOT_RUN, reason=f"the run has {generator} {where} at several δ: the claim must "
+                                                     "name one ('delta')")
+        key = interval_key(generator, claim.dataset, claim.epsilon, mine.delta.iloc[0], claim.metric)
+        mean, _, low, high = mean_and_interval(mine[column], key)
+        estimates.append(Estimate(generator, mean, low, high, int(mine[column].notna().sum()), int(mine.charged.sum())))
+    if claim.kind == "below":
+        status, reason = _below(estimates[:len(claim.generators)], estimates[len(claim.generators):])
+    else:
+        status, reason = _within(estimates, claim)
+    return ClaimCheck(claim, status, tuple(estimates), reason)
+
+
+def _under(low: Estimate, high: Estimate) -> bool:
+    if math.isfinite(low.ci_high) and math.isfinite(high.ci_low):
+        return low.ci_high < high.ci_low
+    return low.mean < high.mean
+
+
+def _below(lower: list[Estimate], upper: list[Estimate]) -> tuple[str, str]:
+    crossing = [(a, b) for a in lower for b in upper if not _under(a, b)]
+    if crossing:
+        return NOT_REPRODUCED, "; ".join(f"{a.generator} {_estimate(a)} is not under {b.generator} {_estimate(b)}"
+                                         for a, b in crossing)
+    a, b = min(((a, b) for a in lower for b in upper), key=lambda pair: pair[1].mean - pair[0].mean)
+    return REPRODUCED, f"smallest gap in means {b.mean - a.mean:.3g}, {a.generator} to {b.generator}"
+
+
+def _within(estimates: list[Estimate], claim: Claim) -> tuple[str, str]:
+    lowest, highest = min(estimates, key=lambda e: e.mean), max(estimates, key=lambda e: e.mean)
+    span = highest.mean - lowest.mean
+    status = REPRODUCED if span <= claim.tolerance else NOT_REPRODUCED
+    return status, (f"means span {span:.3g} ({lowest.generator} to {highest.generator}) against the tolerance "
+                    f"{claim.tolerance:g} ({claim.tolerance_source})")
 
 
 def dataset_text(datasets: tuple[str, ...]) -> str:
@@ -152,12 +244,15 @@ def _published(entry: Entry) -> str:
     return text
 
 
-def _ours(row: Comparison) -> str:
-    if row.status == NOT_RUN:
-        return "—"
+def _estimate(row: Comparison | Estimate) -> str:
+    """Mean [95% interval] (n, failures charged)."""
     interval = f" [{format_number(row.ci_low)}, {format_number(row.ci_high)}]" if math.isfinite(row.ci_low) else ""
     charged = f", {row.failures} failed" if row.failures else ""
     return f"{format_number(row.mean)}{interval} (n = {row.n_replicates}{charged})"
+
+
+def _ours(row: Comparison) -> str:
+    return "—" if row.status == NOT_RUN else _estimate(row)
 
 
 def _cells(row: Comparison) -> list[str]:
@@ -171,41 +266,70 @@ def _cells(row: Comparison) -> list[str]:
 
 HEADER = ["figure", "generator", "dataset", "ε", "metric", "paper", "ours: mean [95% CI] (n)", "difference", "status",
           "why"]
+CLAIM_HEADER = ["figure", "claim", "dataset", "ε", "metric", "paper's words", "ours: mean [95% CI] (n)", "status",
+                "why"]
 
 
-def terminal_table(reference: Reference, rows: list[Comparison]) -> Table:
+def _claim_cells(check: ClaimCheck) -> list[str]:
+    c = check.claim
+    ours = "; ".join(f"{e.generator} {_estimate(e)}" for e in check.estimates) or "—"
+    return [c.figure, c.text, c.dataset, format_epsilon(c.epsilon), c.metric, c.statement, ours, check.status,
+            check.reason]
+
+
+def terminal_tables(reference: Reference, rows: list[Comparison], claims: list[ClaimCheck]) -> list[Table]:
+    """The entries' table and, when the reference has claims, theirs."""
     table = Table(title=f"{reference.name}: {reference.title}", title_justify="left")
     for column in HEADER:
         table.add_column(column, justify="right" if column in ("difference",) else "left")
     for row in rows:
         table.add_row(*_cells(row))
-    return table
+    if not claims:
+        return [table]
+    claim_table = Table(title=f"{reference.name}: claims the paper states in words", title_justify="left")
+    for column in CLAIM_HEADER:
+        claim_table.add_column(column)
+    for check in claims:
+        claim_table.add_row(*_claim_cells(check))
+    return [table, claim_table]
 
 
 OURS = ("Ours: the mean over seeds (or pooled replicates) with the leaderboard's 95% bootstrap interval, failed "
         "cells charged.")
 
 
-def status_counts(rows: list[Comparison]) -> str:
+def status_counts(rows: list[Comparison], claims: Sequence[ClaimCheck] = ()) -> str:
     counts = {s: sum(r.status == s for r in rows) for s in (REPRODUCED, BETTER, WORSE, NOT_RUN)}
-    return ", ".join(f"{n} {s}" for s, n in counts.items())
+    text = ", ".join(f"{n} {s}" for s, n in counts.items())
+    if claims:
+        claim_counts = {s: sum(c.status == s for c in claims) for s in (REPRODUCED, NOT_REPRODUCED, NOT_RUN)}
+        text += "; claims: " + ", ".join(f"{n} {s}" for s, n in claim_counts.items())
+    return text
 
 
-def to_markdown(reference: Reference, rows: list[Comparison], run_dir: Path) -> str:
+def _markdown_table(header: list[str], rows: list[list[str]]) -> list[str]:
+    return ["| " + " | ".join(header) + " |", "|" + "---|" * len(header),
+            *("| " + " | ".join(markdown_text(c) for c in row) + " |" for row in rows)]
+
+
+def to_markdown(reference: Reference, rows: list[Comparison], run_dir: Path, claims: Sequence[ClaimCheck] = ()) -> str:
     lines = [f"# {markdown_text(reference.title)} against {markdown_text(run_dir)}\n",
-             f"Reference `{reference.path.name}`: {status_counts(rows)}. {STATUS_RULES}. {OURS}\n",
-             "| " + " | ".join(HEADER) + " |", "|" + "---|" * len(HEADER)]
-    lines += ["| " + " | ".join(markdown_text(c) for c in _cells(row)) + " |" for row in rows]
+             f"Reference `{reference.path.name}`: {status_counts(rows, claims)}. {STATUS_RULES}. {OURS}\n",
+             *_markdown_table(HEADER, [_cells(row) for row in rows])]
+    if claims:
+        lines += ["\n## Claims the paper states in words\n", f"{CLAIM_RULES}. {OURS}\n",
+                  *_markdown_table(CLAIM_HEADER, [_claim_cells(check) for check in claims])]
     lines.append("\n## What each figure measures\n")
     lines += [f"- **{markdown_text(figure)}**: {markdown_text(notes)}" for figure, notes in reference.figures.items()]
-    noted = [e for e in reference.entries if e.notes]
+    noted = [item for item in (*reference.entries, *reference.claims) if item.notes]
     if noted:
-        lines.append("\n## Notes on single entries\n")
-        lines += [f"- {markdown_text(e.label)}: {markdown_text(e.notes)}" for e in noted]
+        lines.append("\n## Notes on single entries and claims\n")
+        lines += [f"- {markdown_text(item.label)}: {markdown_text(item.notes)}" for item in noted]
     return "\n".join(lines) + "\n"
 
 
-def to_json(reference: Reference, rows: list[Comparison], run_dir: Path) -> dict[str, Any]:
+def to_json(reference: Reference, rows: list[Comparison], run_dir: Path,
+            claims: Sequence[ClaimCheck] = ()) -> dict[str, Any]:
     return strict_json({
         "format": "dpgym-compare/1",
         "reference": reference.name,
@@ -216,20 +340,27 @@ def to_json(reference: Reference, rows: list[Comparison], run_dir: Path) -> dict
                   "compared_delta": row.delta, "status": row.status, "mean": row.mean, "ci_low": row.ci_low,
                   "ci_high": row.ci_high, "n_replicates": row.n_replicates, "failures": row.failures,
                   "difference": row.difference, "reason": row.reason} for row in rows],
+        "claim_rules": CLAIM_RULES,
+        "claims": [{**asdict(check.claim), "status": check.status, "reason": check.reason,
+                    "estimates": [asdict(e) for e in check.estimates]} for check in claims],
     })
 
 
-def report_section(reference: Reference, rows: list[Comparison]) -> dict[str, Any]:
-    """One reference's comparison as the HTML report shows it: the Markdown file's table and counts,
+def report_section(reference: Reference, rows: list[Comparison], claims: list[ClaimCheck]) -> dict[str, Any]:
+    """One reference's comparison as the HTML report shows it: the Markdown file's tables and counts,
     and the name of the file `dpgym compare` writes beside the run."""
-    return {"name": reference.name, "title": reference.title, "counts": status_counts(rows), "rules": f"{STATUS_RULES}. {OURS}",
-            "header": HEADER, "rows": [{"cells": _cells(row), "status": row.status} for row in rows],
+    return {"name": reference.name, "title": reference.title, "counts": status_counts(rows, claims),
+            "rules": f"{STATUS_RULES}. {OURS}", "header": HEADER,
+            "rows": [{"cells": _cells(row), "status": row.status} for row in rows],
+            "claim_rules": CLAIM_RULES, "claim_header": CLAIM_HEADER,
+            "claims": [{"cells": _claim_cells(check), "status": check.status} for check in claims],
             "file": f"compare-{reference.name}.md"}
 
 
-def write_comparison(run_dir: Path, reference: Reference, rows: list[Comparison]) -> tuple[Path, Path]:
+def write_comparison(run_dir: Path, reference: Reference, rows: list[Comparison],
+                     claims: Sequence[ClaimCheck] = ()) -> tuple[Path, Path]:
     """RUN_DIR/compare-NAME.md and .json."""
     markdown, data = run_dir / f"compare-{reference.name}.md", run_dir / f"compare-{reference.name}.json"
-    markdown.write_text(to_markdown(reference, rows, run_dir))
-    data.write_text(json.dumps(to_json(reference, rows, run_dir), indent=2, allow_nan=False))
+    markdown.write_text(to_markdown(reference, rows, run_dir, claims))
+    data.write_text(json.dumps(to_json(reference, rows, run_dir, claims), indent=2, allow_nan=False))
     return markdown, data

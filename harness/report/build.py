@@ -31,7 +31,7 @@ import pandas as pd
 
 from dpgym import learning
 from dpgym.cache import digest
-from dpgym.compare import compare, report_section, run_cells
+from dpgym.compare import check_claims, compare, report_section, run_cells
 from dpgym.threads import cpu_count
 from dpgym.inference import UnreviewedSchemaWarning
 from dpgym.leaderboard import (ARROWS, GROUP, UNDER_SPENT, Leaderboard, build_leaderboard, format_accounted_epsilon,
@@ -614,7 +614,7 @@ def paper_comparisons(run_dir: Path, references: list[str], directions: dict[str
     if not references:
         return []
     cells = run_cells(run_dir, directions, keys)
-    return [report_section(reference, compare(reference, cells, directions))
+    return [report_section(reference, compare(reference, cells, directions), check_claims(reference, cells, directions))
             for reference in map(load_reference, references)]
 
 

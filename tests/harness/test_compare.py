@@ -10,7 +10,17 @@ from pathlib import Path
 import pytest
 
 from dpgym.cli import main
-from dpgym.compare import BETTER, NOT_RUN, REPRODUCED, WORSE, compare, run_cells, write_comparison
+from dpgym.compare import (
+    BETTER,
+    NOT_REPRODUCED,
+    NOT_RUN,
+    REPRODUCED,
+    WORSE,
+    check_claims,
+    compare,
+    run_cells,
+    write_comparison,
+)
 from dpgym.leaderboard import build_leaderboard
 from dpgym.references import REFERENCES_DIR, ReferenceError, load_reference
 from dpgym.registry import Registry
@@ -36,6 +46,18 @@ def entry(**fields: object) -> str:
     return "[[entries]]\n" + "".join(f"{k} = {json.dumps(v)}\n" for k, v in base.items() if v is not None)
 
 
+def claim(**fields: object) -> str:
+    base = {"figure": "Table 2", "dataset": "adult", "metric": "tstr_macro_f1", "epsilon": 1.0, "kind": "below",
+            "generators": ["dp_cgan"], "others": ["dp_hflow", "dp_merf"], "statement": "far below", "source": "text"}
+    base.update(fields)
+    return "[[claims]]\n" + "".join(f"{k} = {json.dumps(v)}\n" for k, v in base.items() if v is not None)
+
+
+def within(**fields: object) -> str:
+    return claim(**{"kind": "within", "generators": ["dp_hflow", "dp_merf"], "others": None, "tolerance": 0.1,
+                    "tolerance_source": "a test's choice", **fields})
+
+
 def reference_file(tmp_path: Path, *entries: str) -> Path:
     path = tmp_path / "test-paper.toml"
     path.write_text(HEADER + "\n".join(entries))
@@ -59,14 +81,18 @@ def suite_methods() -> dict[str, str]:
 def test_every_shipped_reference_loads_and_names_what_the_paper_suites_run(path, registry):
     reference = load_reference(str(path))
     methods, directions = suite_methods(), metric_info(registry)[0]
-    for e in reference.entries:
-        assert e.generator in methods, f"{e.label}: no paper suite has a generator or learner labelled {e.generator!r}"
-        kinds = [kind for kind in ("generator", "learner") if methods[e.generator].partition(":")[0]
-                 in registry.kinds[kind]]
-        assert kinds, f"{e.label}: {methods[e.generator]!r} is not a registered generator or learner"
-        for dataset in (e.dataset, *e.replicates, *e.variants):
+    named = [(e, (e.generator,), (e.dataset, *e.replicates, *e.variants)) for e in reference.entries]
+    named += [(c, (*c.generators, *c.others), (c.dataset,)) for c in reference.claims]
+    for item, generators, datasets in named:
+        for generator in generators:
+            assert generator in methods, \
+                f"{item.label}: no paper suite has a generator or learner labelled {generator!r}"
+            kinds = [kind for kind in ("generator", "learner") if methods[generator].partition(":")[0]
+                     in registry.kinds[kind]]
+            assert kinds, f"{item.label}: {methods[generator]!r} is not a registered generator or learner"
+        for dataset in datasets:
             registry.get("dataset", dataset)  # raises for an unknown name or variant
-        assert e.metric in directions, f"{e.label}: {e.metric!r} is not a value of any installed metric"
+        assert item.metric in directions, f"{item.label}: {item.metric!r} is not a value of any installed metric"
 
 
 def test_the_shipped_references_are_those_the_seed_papers_give():
@@ -89,6 +115,23 @@ def test_a_malformed_entry_is_refused_naming_the_file_and_the_entry(tmp_path, te
     with pytest.raises(ReferenceError) as err:
         load_reference(str(path))
     assert str(path) in str(err.value) and "entries[1]" in str(err.value) and message in str(err.value)
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    (claim(kind="above"), "kind must be one of 'below', 'within'"),
+    (claim(others=None), "a 'below' claim needs 'generators' and 'others', disjoint"),
+    (claim(others=["dp_cgan"]), "a 'below' claim needs 'generators' and 'others', disjoint"),
+    (claim(tolerance=0.1), "and no 'tolerance'"),
+    (within(tolerance_source=None), "a positive 'tolerance' and its 'tolerance_source'"),
+    (within(generators=["dp_hflow"]), "two or more 'generators'"),
+    (claim(statement=None), "missing ['statement']"),
+    (claim(generators="dp_cgan"), "'generators' must be a list of generator labels"),
+])
+def test_a_malformed_claim_is_refused_naming_the_file_and_the_claim(tmp_path, text, message):
+    path = reference_file(tmp_path, entry(), text)
+    with pytest.raises(ReferenceError) as err:
+        load_reference(str(path))
+    assert str(path) in str(err.value) and "claims[0]" in str(err.value) and message in str(err.value)
 
 
 def test_an_unknown_reference_name_lists_the_known_ones():
@@ -195,3 +238,53 @@ def test_the_comparison_is_written_as_markdown_and_json(tmp_path, run):
     written = json.loads(data.read_text())
     assert [r["status"] for r in written["rows"]] == [REPRODUCED, NOT_RUN] and written["rows"][1]["mean"] is None
     assert written["rows"][0]["n_replicates"] == 5 and written["rows"][0]["epsilon"] == 1.0
+
+
+# --- claims -----------------------------------------------------------------------------------
+
+def claim_checks(tmp_path: Path, run: Path, *claims: str) -> list:
+    reference = load_reference(str(reference_file(tmp_path, *claims)))
+    return check_claims(reference, run_cells(run, DIRECTIONS), DIRECTIONS)
+
+
+def test_a_below_claim_needs_each_interval_wholly_under_the_others(tmp_path, run):
+    held, crossed = claim_checks(tmp_path, run, claim(), claim(generators=["dp_hflow"], others=["dp_merf", "dp_cgan"]))
+    assert held.status == REPRODUCED and "smallest gap in means 0.34, dp_cgan to dp_hflow" in held.reason
+    assert [e.generator for e in held.estimates] == ["dp_cgan", "dp_hflow", "dp_merf"]
+    assert held.estimates[1].mean == pytest.approx(0.56) and held.estimates[1].n_replicates == 5
+    assert crossed.status == NOT_REPRODUCED and crossed.reason.startswith("dp_hflow 0.560 [0.548, 0.572]")
+    assert "is not under dp_cgan 0.220" in crossed.reason and "dp_merf" not in crossed.reason
+
+
+def test_overlapping_intervals_do_not_reproduce_an_ordering_even_when_the_means_are_ordered(tmp_path):
+    run = write_run(tmp_path / "run", [*seeds("flat", [0.40, 0.50, 0.60]), *seeds("fine", [0.45, 0.55, 0.65])])
+    [check] = claim_checks(tmp_path, run, claim(generators=["flat"], others=["fine"]))
+    assert check.status == NOT_REPRODUCED and check.estimates[0].mean < check.estimates[1].mean
+
+
+def test_a_within_claim_compares_the_span_of_the_means_with_its_tolerance(tmp_path, run):
+    close, far = claim_checks(tmp_path, run, within(), within(generators=["dp_hflow", "dp_merf", "dp_cgan"]))
+    assert close.status == REPRODUCED and close.reason.startswith("means span 0.06 (dp_hflow to dp_merf)")
+    assert "tolerance 0.1 (a test's choice)" in close.reason
+    assert far.status == NOT_REPRODUCED and "means span 0.4 (dp_cgan to dp_merf)" in far.reason
+
+
+def test_a_claim_on_a_generator_the_run_lacks_is_not_run_with_the_reason(tmp_path, run):
+    missing, elsewhere = claim_checks(tmp_path, run, claim(others=["dp_hflow", "dp_vae"]), within(epsilon=4.0))
+    assert missing.status == NOT_RUN and missing.reason == "the run has no tstr_macro_f1 of dp_vae on adult at ε = 1"
+    assert elsewhere.status == NOT_RUN and "of dp_hflow on adult at ε = 4" in elsewhere.reason
+
+
+def test_claims_are_written_beside_the_entries_and_counted_apart(tmp_path, run):
+    reference = load_reference(str(reference_file(tmp_path, entry(), claim(), within(tolerance=0.01))))
+    cells = run_cells(run, DIRECTIONS)
+    markdown, data = write_comparison(run, reference, compare(reference, cells, DIRECTIONS),
+                                      check_claims(reference, cells, DIRECTIONS))
+    text = markdown.read_text()
+    assert "1 reproduced, 0 better, 0 worse, 0 not run; claims: 1 reproduced, 1 not reproduced, 0 not run" in text
+    assert "## Claims the paper states in words" in text
+    assert "| Table 2 | dp_cgan below dp_hflow, dp_merf | adult | 1 | tstr_macro_f1 | far below |" in text
+    written = json.loads(data.read_text())["claims"]
+    assert [c["status"] for c in written] == [REPRODUCED, NOT_REPRODUCED]
+    assert written[0]["estimates"][0]["generator"] == "dp_cgan" and written[1]["tolerance"] == 0.01
+

@@ -278,7 +278,10 @@ def test_a_suite_naming_references_gets_each_comparison_in_the_report_linked_fro
     paper.write_text('paper = "test-paper"\ntitle = "A paper: Table 9"\n\n[figures]\n"Table 9" = "the gap"\n\n'
                      + "".join(f'[[entries]]\nfigure = "Table 9"\ndataset = "adult"\ngenerator = "{g}"\n'
                                f'metric = "target_rate_gap"\nepsilon = 1.0\nvalue = 0.5\nsource = "table"\n\n'
-                               for g in ("independent", "dp_hflow")))
+                               for g in ("independent", "dp_hflow"))
+                     + '[[claims]]\nfigure = "Table 9"\ndataset = "adult"\nmetric = "target_rate_gap"\nepsilon = 1.0\n'
+                       'kind = "below"\ngenerators = ["real"]\nothers = ["uniform"]\nstatement = "far below"\n'
+                       'source = "text"\n')
     manifest = json.loads((run / "run.json").read_text())
     manifest["suite"]["references"] = [str(paper)]
     (run / "run.json").write_text(json.dumps(manifest))
@@ -288,6 +291,8 @@ def test_a_suite_naming_references_gets_each_comparison_in_the_report_linked_fro
     section = html.split('<h2 id="paper-test-paper">', 1)[1].split("<h2 ", 1)[0]
     assert "A paper: Table 9" in section and "compare-test-paper.md" in section
     rows = re.findall(r'<tr class="status-([a-z-]+)">(.*?)</tr>', section)
-    assert [status for status, _ in rows] == ["better", "not-run"]  # independent's gap is far below 0.5
+    assert [status for status, _ in rows[:2]] == ["better", "not-run"]  # independent's gap is far below 0.5
     assert "(n = 2)" in rows[0][1] and "the run has no cells of dp_hflow on adult" in rows[1][1]
-    assert "0 reproduced, 1 better, 0 worse, 1 not run" in section
+    assert "0 reproduced, 1 better, 0 worse, 1 not run; claims: 1 reproduced, 0 not reproduced, 0 not run" in section
+    assert [status for status, _ in rows[2:]] == ["reproduced"] and "real below uniform" in rows[2][1]
+    assert "Claims the paper states in words" in section
