@@ -152,22 +152,29 @@ def check_claims(reference: Reference, cells: pd.DataFrame, directions: dict[str
     return [_check(claim, cells) for claim in reference.claims]
 
 
+def _cells_of(cells: pd.DataFrame, generator: str, datasets: tuple[str, ...], delta: float | None) -> pd.DataFrame:
+    """The cells of one generator on `datasets`, at `delta` when one is named."""
+    mine = cells[(cells.generator == generator) & cells.dataset.isin(datasets)]
+    if delta is not None:
+        mine = mine[[math.isclose(d, delta, rel_tol=1e-6) for d in mine.delta]]
+    return mine
+
+
 def _check(claim: Claim, cells: pd.DataFrame) -> ClaimCheck:
     estimates, column = [], f"metric:{claim.metric}"
     where = f"on {claim.dataset} at ε = {format_epsilon(claim.epsilon)}"
     for generator in (*claim.generators, *claim.others):
-        mine = cells[(cells.generator == generator) & (cells.dataset == claim.dataset)
-                     & (cells.epsilon == claim.epsilon)]
-        if claim.delta is not None:
-            mine = mine[[math.isclose(d, claim.delta, rel_tol=1e-6) for d in mine.delta]]
-        if column not in mine or mine[column].notna().sum() == 0:
+        mine = _cells_of(cells, generator, (claim.dataset,), claim.delta)
+        mine = mine[mine.epsilon == claim.epsilon]
+        values = mine[column] if column in mine else pd.Series(dtype=float)
+        if values.notna().sum() == 0:
             return ClaimCheck(claim, NOT_RUN, reason=f"the run has no {claim.metric} of {generator} {where}")
         if mine.delta.nunique() > 1:
             return ClaimCheck(claim, NOT_RUN, reason=f"the run has {generator} {where} at several δ: the claim must "
                                                      "name one ('delta')")
         key = interval_key(generator, claim.dataset, claim.epsilon, mine.delta.iloc[0], claim.metric)
-        mean, _, low, high = mean_and_interval(mine[column], key)
-        estimates.append(Estimate(generator, mean, low, high, int(mine[column].notna().sum()), int(mine.charged.sum())))
+        mean, _, low, high = mean_and_interval(values, key)
+        estimates.append(Estimate(generator, mean, low, high, int(values.notna().sum()), int(mine.charged.sum())))
     if claim.kind == "below":
         status, reason = _below(estimates[:len(claim.generators)], estimates[len(claim.generators):])
     else:
@@ -204,9 +211,7 @@ def dataset_text(datasets: tuple[str, ...]) -> str:
 
 
 def _compare_on(entry: Entry, datasets: tuple[str, ...], cells: pd.DataFrame, direction: Direction) -> list[Comparison]:
-    mine = cells[(cells.generator == entry.generator) & cells.dataset.isin(datasets)]
-    if entry.delta is not None:
-        mine = mine[[math.isclose(d, entry.delta, rel_tol=1e-6) for d in mine.delta]]
+    mine = _cells_of(cells, entry.generator, datasets, entry.delta)
     if mine.empty:
         return [Comparison(entry, NOT_RUN, datasets, reason=f"the run has no cells of {entry.generator} on "
                            f"{dataset_text(datasets)}" + ("" if entry.delta is None else f" at δ = {entry.delta:g}"))]
