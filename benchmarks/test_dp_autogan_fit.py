@@ -39,6 +39,6 @@ def test_paper_preset_private_adult_fit_under_15_minutes(benchmark):
     benchmark.extra_info.update(measured)
     print(f"\nDP-auto-GAN adult preset fit: wall {measured['wall']:.0f} s, CPU {measured['cpu']:.0f} s, "
           f"peak RSS {measured['rss_mb']:.0f} MiB, ε = {measured['epsilon']:.4f}")
-    assert [e.params["steps"] for e in ledger.entries] == [10_000, 15_000]
+    assert [e.event.steps for e in ledger.entries] == [10_000, 15_000]
     assert measured["epsilon"] == pytest.approx(1.0062, abs=1e-4)
     assert measured["wall"] < TARGET_SECONDS

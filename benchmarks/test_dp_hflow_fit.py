@@ -29,7 +29,7 @@ def _fit_adult() -> dict[str, float]:
     ledger = generator.fit(split.train, adult.schema(), Budget(1.0, 1e-5), seed=0)
     stats = {"fit_wall_s": time.perf_counter() - wall, "fit_cpu_s": time.process_time() - cpu,
              "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-             "epsilon": ledger.entries[0].epsilon, "steps": ledger.entries[0].params["steps"]}
+             "epsilon": ledger.entries[0].epsilon, "steps": ledger.entries[0].event.steps}
     return stats
 
 

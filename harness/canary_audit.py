@@ -35,7 +35,7 @@ import pandas as pd
 from scipy import stats
 
 from dpgym.encoding import TableEncoder, unit_space
-from dpgym.privacy import Budget
+from dpgym.privacy.budget import Budget
 from dpgym.schema import Schema
 from dpgym.specs import Capability
 

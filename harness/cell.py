@@ -41,7 +41,9 @@ import psutil
 from dpgym import audit, learning
 from dpgym.datafiles import DatasetUnavailable
 from dpgym.grid import Cell
-from dpgym.privacy import Guarantee, Ledger, PrivacyViolation
+from dpgym.privacy.budget import Guarantee
+from dpgym.privacy.events import Adjacency
+from dpgym.privacy.ledger import Ledger, PrivacyViolation
 from dpgym.privacy.reaccount import reaccount
 from dpgym.registry import Provided, Registry
 from dpgym.schema import Schema
@@ -303,7 +305,8 @@ def run_learner(cell: Cell, provided: Provided, dataset: DatasetSpec, result: di
     result["metrics"] = {"auc": released, "auc_draws_median": float(np.median(draws))}
     result["metric_detail"] = {"auc_draws": [float(a) for a in draws]}
     n = len(split.train)
-    group = {"delta": ledger.delta, "replace_one": all(e.params.get("adjacency") == "replace_one" for e in ledger.entries)}
+    group = {"delta": ledger.delta,
+             "replace_one": all(e.event.adjacency is Adjacency.REPLACE_ONE for e in ledger.entries)}
     findings, diagnostics = [], {}
     if learning.auditable(spec, epsilon, n):
         permuted = learning.permuted_labels(split.train, schema, seeds["evaluate"])

@@ -22,10 +22,11 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
+from dpgym.privacy.ledger import Ledger
 from dpgym.specs import Direction
 from dpgym.store import RunStore
 
-BASELINE_FORMAT = "dpgym-baseline/2"
+BASELINE_FORMAT = "dpgym-baseline/3"
 GROUP = ("generator", "dataset", "epsilon", "delta")
 FLOAT_NOISE = 1e-9
 # Ledger floats and re-accounted ε are compared to this relative precision. The accountants' numerics
@@ -50,11 +51,12 @@ class Finding:
 
 
 def _ledger_signature(cell_dir: Path) -> list[dict[str, Any]]:
+    """What a cell's ledger ran, without what it claims: each entry's event and details."""
     path = cell_dir / "ledger.json"
     if not path.exists():
         return []
-    entries = json.loads(path.read_text()).get("entries", [])
-    return [{"mechanism": e["mechanism"], "params": e.get("params", {})} for e in entries]
+    ledger = Ledger.from_dict(json.loads(path.read_text()), str(path))
+    return [{"event": e.event.to_dict(), "details": e.details} for e in ledger.entries]
 
 
 def summarise(run_dir: Path, keys: set[str] | None = None) -> dict[tuple[Any, ...], dict[str, Any]]:
@@ -248,8 +250,9 @@ def same_ledger(a: Any, b: Any) -> bool:
 
 def _describe_ledger(entries: list[dict[str, Any]]) -> str:
     return "; ".join(
-        f"{e['mechanism']}(" + ", ".join(f"{k}={v:.6g}" if isinstance(v, float) else f"{k}={v}"
-                                        for k, v in sorted(e["params"].items())) + ")"
+        f"{e['event']['type']}(" + ", ".join(f"{k}={v:.6g}" if isinstance(v, float) else f"{k}={v}"
+                                            for k, v in sorted({**e["event"], **e["details"]}.items())
+                                            if k != "type") + ")"
         for e in entries
     )
 

@@ -43,7 +43,7 @@ from dpgym.audit import clopper_pearson
 from dpgym.cell import load_split
 from dpgym.encoding import TableEncoder, unit_space
 from dpgym.grid import Cell, cell_key
-from dpgym.privacy import Budget
+from dpgym.privacy.budget import Budget
 from dpgym.registry import Registry
 from dpgym.schema import Schema
 from dpgym.specs import Capability

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 import dpgym
-from dpgym.privacy import Budget
+from dpgym.privacy.budget import Budget
 from dpgym.registry import Registry
 from dpgym.specs import Capability, CellInfo, DatasetSpec, SpecError, checked_params
 from dpgym.suite import DEVICES, MethodConfig, Suite

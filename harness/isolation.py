@@ -29,7 +29,8 @@ from typing import Any
 import pandas as pd
 
 from dpgym import isolated_runner
-from dpgym.privacy import Budget, Guarantee, Ledger
+from dpgym.privacy.budget import Budget, Guarantee
+from dpgym.privacy.ledger import Ledger
 from dpgym.schema import Schema
 from dpgym.specs import GeneratorSpec
 

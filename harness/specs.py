@@ -10,7 +10,8 @@ from typing import Any, Protocol
 
 import pandas as pd
 
-from dpgym.privacy import Budget, Guarantee, Ledger
+from dpgym.privacy.budget import Budget, Guarantee
+from dpgym.privacy.ledger import Ledger
 from dpgym.schema import Schema
 
 

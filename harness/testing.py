@@ -32,7 +32,8 @@ import pandas as pd
 import pytest
 
 from dpgym.cell import ledger_contradiction
-from dpgym.privacy import Budget, Ledger
+from dpgym.privacy.budget import Budget
+from dpgym.privacy.ledger import Ledger
 from dpgym.privacy.reaccount import reaccount
 from dpgym.schema import Column, ColumnKind, Schema
 from dpgym.specs import (

@@ -9,6 +9,7 @@ import sys
 import threading
 import time
 import warnings
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
@@ -18,9 +19,11 @@ from dpgym import (
     Capability,
     Direction,
     GeneratorSpec,
+    ExponentialEvent,
+    GaussianEvent,
     Guarantee,
+    LaplaceEvent,
     Ledger,
-    LedgerEntry,
     MetricContext,
     MetricResult,
     MetricSpec,
@@ -39,8 +42,8 @@ class Overspender(Uniform):
     def fit(self, train: pd.DataFrame, schema: Schema, budget: Budget, seed: int) -> Ledger:
         super().fit(train, schema, budget, seed)
         ledger = Ledger(Guarantee.FORMAL)
-        ledger.record(LedgerEntry("laplace", budget.epsilon, 0.0,
-                                  {"l1_sensitivity": 2.0, "scale": 1.0 / budget.epsilon}, "pure"))
+        ledger.record(LaplaceEvent(l1_sensitivity=2.0, scale=1.0 / budget.epsilon), epsilon=budget.epsilon,
+                      accountant="pure")
         return ledger
 
 
@@ -70,10 +73,10 @@ class Canceller(Uniform):
 
     def fit(self, train: pd.DataFrame, schema: Schema, budget: Budget, seed: int) -> Ledger:
         super().fit(train, schema, budget, seed)
-        return Ledger(Guarantee.FORMAL, [
-            LedgerEntry("laplace", 0.0, 0.0, {"l1_sensitivity": 10.0, "scale": 1.0}, "pure"),
-            LedgerEntry("exponential", 0.0, 0.0, {"inverse_temperature": -5.0, "utility_sensitivity": 1.0}, "pure"),
-        ])
+        ledger = Ledger(Guarantee.FORMAL)
+        ledger.record(LaplaceEvent(l1_sensitivity=10.0, scale=1.0), epsilon=0.0)
+        ledger.record(ExponentialEvent(inverse_temperature=-5.0, utility_sensitivity=1.0), epsilon=0.0)
+        return ledger
 
 
 class ScaleForgetter(Uniform):
@@ -81,7 +84,9 @@ class ScaleForgetter(Uniform):
 
     def fit(self, train: pd.DataFrame, schema: Schema, budget: Budget, seed: int) -> Ledger:
         super().fit(train, schema, budget, seed)
-        return Ledger(Guarantee.FORMAL, [LedgerEntry("laplace", budget.epsilon, 0.0, {"l1_sensitivity": 1.0}, "pure")])
+        ledger = Ledger(Guarantee.FORMAL)
+        ledger.record(LaplaceEvent(l1_sensitivity=1.0), epsilon=budget.epsilon)
+        return ledger
 
 
 class ShortSampler(Uniform):
@@ -97,8 +102,9 @@ class LossReporter(Uniform):
     def fit(self, train: pd.DataFrame, schema: Schema, budget: Budget, seed: int) -> Ledger:
         super().fit(train, schema, budget, seed)
         final_loss = float(train.select_dtypes("number").sum().sum())
-        return Ledger(Guarantee.PURE, [LedgerEntry("laplace", budget.epsilon, 0.0, {
-            "l1_sensitivity": 1.0, "scale": 1.0 / budget.epsilon, "final_loss": final_loss}, "pure")])
+        ledger = Ledger(Guarantee.PURE)
+        ledger.record(LaplaceEvent(l1_sensitivity=1.0, scale=1.0 / budget.epsilon), details={"final_loss": final_loss})
+        return ledger
 
 
 class MemberCounter(Uniform):
@@ -107,8 +113,9 @@ class MemberCounter(Uniform):
     def fit(self, train: pd.DataFrame, schema: Schema, budget: Budget, seed: int) -> Ledger:
         super().fit(train, schema, budget, seed)
         members = int((train["member"] == "yes").sum()) if "member" in train else 0
-        return Ledger(Guarantee.PURE, [LedgerEntry("laplace", budget.epsilon, 0.0, {
-            "l1_sensitivity": 1.0, "scale": 1.0 / budget.epsilon, "members": members}, "pure")])
+        ledger = Ledger(Guarantee.PURE)
+        ledger.record(LaplaceEvent(l1_sensitivity=1.0, scale=1.0 / budget.epsilon), details={"members": members})
+        return ledger
 
 
 class MissingWeights(Uniform):
@@ -154,8 +161,10 @@ class GaussianButPure(Uniform):
 
     def fit(self, train: pd.DataFrame, schema: Schema, budget: Budget, seed: int) -> Ledger:
         super().fit(train, schema, budget, seed)
-        return Ledger(Guarantee.PURE, [LedgerEntry("gaussian", budget.epsilon, 1e-6,
-                                                   {"l2_sensitivity": 1.0, "sigma": 5.0 / budget.epsilon}, "analytic")])
+        ledger = Ledger(Guarantee.PURE)
+        ledger.record(GaussianEvent(l2_sensitivity=1.0, sigma=5.0 / budget.epsilon), epsilon=budget.epsilon,
+                      delta=1e-6, accountant="analytic")
+        return ledger
 
 
 # The fakes below are uniform with one fault each, so they read no training rows unless they say so.
@@ -187,9 +196,8 @@ class QuieterIndependent(Independent):
     def fit(self, train: pd.DataFrame, schema: Schema, budget: Budget, seed: int) -> Ledger:
         ledger = super().fit(train, schema, budget, seed)
         (entry,) = ledger.entries
-        quieter = {**entry.params, "sigma": entry.params["sigma"] * 0.9}
-        return Ledger(ledger.guarantee, [LedgerEntry(entry.mechanism, entry.epsilon, entry.delta, quieter,
-                                                     entry.accountant, entry.description)])
+        quieter = replace(entry.event, sigma=entry.event.sigma * 0.9)
+        return Ledger(ledger.guarantee, [replace(entry, event=quieter)])
 
 
 class QuieterGenerators:
@@ -349,10 +357,10 @@ class TupleKeyedLedger(Uniform):
 
     def fit(self, train: pd.DataFrame, schema: Schema, budget: Budget, seed: int) -> Ledger:
         super().fit(train, schema, budget, seed)
-        entry = LedgerEntry("laplace", budget.epsilon, 0.0, {"l1_sensitivity": 1.0, "scale": 1.0 / budget.epsilon},
-                            "pure")
-        entry.params[("noise", "scale")] = entry.params["scale"]
-        return Ledger(Guarantee.PURE, [entry])
+        ledger = Ledger(Guarantee.PURE)
+        entry = ledger.record(LaplaceEvent(l1_sensitivity=1.0, scale=1.0 / budget.epsilon))
+        entry.details[("noise", "scale")] = entry.event.scale
+        return ledger
 
 
 def _tuple_keyed_detail(ctx: MetricContext) -> MetricResult:

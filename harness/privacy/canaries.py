@@ -1,7 +1,7 @@
 """Gradient canaries: the DP-SGD engine's side of the one-run audit (docs/privacy.md#one-run-audit).
 
 The white-box variant of Steinke, Nasr & Jagielski (2023): while `gradient_canaries(included, seed)`
-is active, every phase `dpgym.DPSGD` plans treats m canaries as extra training rows. Canary i is in
+is active, every phase `dpgym.privacy.DPSGD` plans treats m canaries as extra training rows. Canary i is in
 the training set when `included[i]` (a fair coin the audit drew); an included canary is sampled into
 batches by the phase's own sampler, as rows are, and its clipped gradient is a Dirac vector: in every
 layer ℓ, one coordinate chosen at random, of size C_ℓ (the layer's share of the clip norm, Σ C_ℓ² = C²).

@@ -47,6 +47,7 @@ from dpgym.privacy.clipping import (
     split_clip_norm,
     trainable_layers,
 )
+from dpgym.privacy.events import GaussianEvent, SubsampledGaussianEvent
 from dpgym.privacy.ledger import Ledger, LedgerEntry, PrivacyViolation
 
 Networks = nn.Module | Sequence[nn.Module] | Mapping[str, nn.Module]
@@ -370,18 +371,22 @@ class PrivatePhase:
     def accounted(self) -> Phase:
         return Phase(self.sample_rate, self.noise_multiplier, self.steps_taken)
 
-    def ledger_params(self) -> dict[str, Any]:
+    def event(self) -> SubsampledGaussianEvent:
+        """The steps taken so far, as the privacy event the ledger records."""
+        return SubsampledGaussianEvent(sample_rate=self.sample_rate, noise_multiplier=self.noise_multiplier,
+                                       steps=self.steps_taken, clip_norm=self.clip_norm)
+
+    def ledger_details(self) -> dict[str, Any]:
+        """What describes the phase beside its event: how it clipped, sampled and ran."""
         names = {id(m): f"{net}.{name}" if name else net
                  for net, network in self.networks.items() for name, m in trainable_layers(network)}
-        params: dict[str, Any] = {
-            "sample_rate": self.sample_rate, "noise_multiplier": self.noise_multiplier,
-            "steps": self.steps_taken, "clip_norm": self.clip_norm, "clipping": self.strategy.describe(),
-            "sampling": "poisson", "adjacency": "add_remove", "n_rows": self.n_rows,
+        details: dict[str, Any] = {
+            "clipping": self.strategy.describe(), "sampling": "poisson", "n_rows": self.n_rows,
             "planned_steps": self.planned_steps, "engine": self.engine_name,
         }
         if self.strategy.layerwise:
-            params["clip_norms"] = {names[id(m)]: c for m, c in self.layers}
-        return params
+            details["clip_norms"] = {names[id(m)]: c for m, c in self.layers}
+        return details
 
 
 class DPSGD:
@@ -406,14 +411,14 @@ class DPSGD:
         and the phases, then adding, leaves part of it unspent."""
         if self._calibrated:
             raise RuntimeError("noise is calibrated for the planned phases; add every release before training")
-        if entry.mechanism != "gaussian":
-            raise ValueError(f"DPSGD composes Gaussian releases only, got {entry.mechanism!r}")
+        if not isinstance(entry.event, GaussianEvent):
+            raise ValueError(f"DPSGD composes Gaussian releases only, got {entry.type!r}")
         self.releases.append(entry)
 
     def _released(self) -> list[Phase]:
         """The releases as the accountants take them: a Gaussian of noise multiplier σ/Δ₂ is the
         subsampled Gaussian at sampling rate 1, one step."""
-        return [Phase(1.0, float(e.params["sigma"]) / float(e.params["l2_sensitivity"]), 1) for e in self.releases]
+        return [e.event.rdp_phase() for e in self.releases]
 
     def add_phase(self, name: str, networks: Networks, optimizers, *, n_rows: int, steps: int,
                   sample_rate: float | None = None, batch_size: float | None = None, clip_norm: float = 1.0,
@@ -458,14 +463,9 @@ class DPSGD:
         delta = self.budget.delta
         ledger = Ledger(Guarantee.FORMAL if self.accountant.certified else Guarantee.NOMINAL, list(self.releases))
         for phase in self.phases:
-            ledger.record(LedgerEntry(
-                mechanism="subsampled_gaussian",
-                epsilon=self.accountant.epsilon([phase.accounted()], delta),
-                delta=delta,
-                params=phase.ledger_params(),
-                accountant=f"{self.accountant.describe()}; torch {version('torch')}",
-                description=f"DP-SGD phase {phase.name!r}",
-            ))
+            ledger.record(phase.event(), epsilon=self.accountant.epsilon([phase.accounted()], delta), delta=delta,
+                          accountant=f"{self.accountant.describe()}; torch {version('torch')}",
+                          description=f"DP-SGD phase {phase.name!r}", details=phase.ledger_details())
         ledger.claim(self.epsilon(), delta, composition=self.accountant.name)
         ledger.check_within(self.budget)
         return ledger

@@ -1,29 +1,27 @@
-"""The privacy ledger: every mechanism a generator ran on private rows, with enough parameters
-for anyone to re-account it.
+"""The privacy ledger: every mechanism a generator ran on private rows, as typed privacy events
+(`dpgym.privacy.events`) with the ε the generator claims for each, so that anyone can re-account it.
 
-`ledger.json` (one per cell) is documented in the README ("The privacy ledger"). Entries use
-these mechanism names and parameters:
-
-- ``laplace``: ``l1_sensitivity``, ``scale`` (pure ε = l1_sensitivity / scale)
-- ``gaussian``: ``l2_sensitivity``, ``sigma`` (noise standard deviation)
-- ``subsampled_gaussian`` (DP-SGD): ``sample_rate``, ``noise_multiplier``, ``steps``, ``clip_norm``,
-  ``clipping``; Poisson sampling, add/remove adjacency
-- ``zcdp``: ``rho`` (a ρ-zCDP mechanism, e.g. AIM's whole run; a ledger of zCDP entries only adds ρ)
+`ledger.json` (one per cell) is written in format 2: each entry holds its event under "event",
+tagged with the event's type ("laplace", "gaussian", "subsampled_gaussian", "exponential", "zcdp",
+"non_private") beside its parameters and adjacency. Format 1 (the mechanism's name and one
+"params" table) is still read: its accounted parameters become the event, the rest the entry's
+details.
 """
 
 from __future__ import annotations
 
 import json
 import math
-from dataclasses import asdict, dataclass, field
-from pathlib import Path
+from dataclasses import dataclass, field
+from numbers import Real
 from typing import Any
 
 from dpgym.privacy.budget import Budget, Guarantee
+from dpgym.privacy.events import EVENT_TYPES, Adjacency, EventError, NonPrivateEvent, PrivacyEvent
 
-LEDGER_FORMAT = "dpgym-ledger/1"
+LEDGER_FORMAT = "dpgym-ledger/2"
+LEDGER_FORMAT_1 = "dpgym-ledger/1"
 COMPOSITIONS = ("basic", "rdp", "prv", "gdp")
-PURE_MECHANISMS = frozenset({"laplace", "exponential"})
 
 
 class PrivacyViolation(RuntimeError):
@@ -32,35 +30,61 @@ class PrivacyViolation(RuntimeError):
 
 @dataclass(frozen=True)
 class LedgerEntry:
-    mechanism: str
+    """One event and what the plugin claims it spent: its own (ε, δ), by which accountant, for what.
+    `details` holds what describes the event without being accounted (a DP-SGD phase's clipping, the
+    iteration of an EM step)."""
+
+    event: PrivacyEvent
     epsilon: float
     delta: float
-    params: dict[str, Any]
-    accountant: str
+    accountant: str = ""
     description: str = ""
+    details: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        """A ledger is published as JSON: params it cannot hold (a tuple key) are refused where the
-        plugin records them, not later when its cell is stored."""
+        """Refused where the plugin records it: an entry that is not an event, a claim that is not a
+        number, details that ledger.json cannot hold (a tuple key)."""
+        if not isinstance(self.event, PrivacyEvent):
+            raise EventError(f"a ledger entry records a privacy event (dpgym.privacy.events), got "
+                             f"{type(self.event).__name__}: {self.event!r}")
+        what = f"ledger entry {self.event.type!r}"
+        for name in ("epsilon", "delta"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, Real) or not value >= 0:
+                raise EventError(f"{what}: {name} is {value!r}, not a number ≥ 0")
+            object.__setattr__(self, name, float(value))
+        if self.delta >= 1:
+            raise EventError(f"{what}: delta is {self.delta!r}; it must be below 1")
         try:
-            json.dumps(self.params, default=str)
+            json.dumps(self.details, default=str)
         except (TypeError, ValueError) as err:
-            raise TypeError(f"ledger entry {self.mechanism!r}: params {self.params!r} cannot be written as JSON: "
-                            f"{err}") from None
+            raise TypeError(f"{what}: details {self.details!r} cannot be written as JSON: {err}") from None
+
+    @property
+    def type(self) -> str:
+        return self.event.type
 
     def to_dict(self) -> dict[str, Any]:
-        return {k: _json_float(v) for k, v in asdict(self).items()}
+        return {"event": self.event.to_dict(), "epsilon": _json_float(self.epsilon), "delta": self.delta,
+                "accountant": self.accountant, "description": self.description, "details": self.details}
 
     @classmethod
     def from_dict(cls, raw: dict[str, Any]) -> LedgerEntry:
-        return cls(
-            mechanism=raw["mechanism"],
-            epsilon=float(raw["epsilon"]),  # float("inf") reads the "inf" we write
-            delta=float(raw["delta"]),
-            params=dict(raw.get("params", {})),
-            accountant=raw.get("accountant", ""),
-            description=raw.get("description", ""),
-        )
+        return cls(PrivacyEvent.from_dict(raw["event"]), float(raw["epsilon"]), float(raw["delta"]),
+                   raw.get("accountant", ""), raw.get("description", ""), dict(raw.get("details", {})))
+
+    @classmethod
+    def from_format_1(cls, raw: dict[str, Any]) -> LedgerEntry:
+        """An entry of a format-1 ledger: "mechanism" and one "params" table, split here into the
+        event's parameters (and adjacency, add/remove when unstated) and the details."""
+        params = dict(raw.get("params", {}))
+        event = {"type": raw.get("mechanism"), "adjacency": params.pop("adjacency", str(Adjacency.ADD_REMOVE))}
+        kind = EVENT_TYPES.get(raw.get("mechanism"))  # type: ignore[arg-type]
+        for name in kind.parameter_names() if kind else ():
+            if name in params:
+                event[name] = params.pop(name)
+        return cls(PrivacyEvent.from_dict(event), float(raw["epsilon"]), float(raw["delta"]),
+                   raw.get("accountant", ""), raw.get("description", ""), params)
 
 
 @dataclass
@@ -80,14 +104,21 @@ class Ledger:
     @classmethod
     def non_private(cls, guarantee: Guarantee, description: str) -> Ledger:
         """The ledger of a run that spends no privacy protection at all (ε = ∞)."""
-        entry = LedgerEntry("non_private", math.inf, 0.0, {}, "none", description)
-        return cls(guarantee, [entry])
+        return cls(guarantee, [LedgerEntry(NonPrivateEvent(), math.inf, 0.0, "none", description)])
 
     @property
     def is_non_private(self) -> bool:
-        return any(e.mechanism == "non_private" for e in self.entries)
+        return any(isinstance(e.event, NonPrivateEvent) for e in self.entries)
 
-    def record(self, entry: LedgerEntry) -> LedgerEntry:
+    def record(self, event: PrivacyEvent, *, delta: float = 0.0, epsilon: float | None = None, accountant: str = "",
+               description: str = "", details: dict[str, Any] | None = None) -> LedgerEntry:
+        """Record one mechanism the plugin ran on the private rows, and return its entry. The entry
+        claims `epsilon` at `delta`; without an `epsilon`, the event's own ε at `delta`
+        (`PrivacyEvent.epsilon`). Anything malformed raises here, naming the field."""
+        claimed = epsilon
+        if claimed is None and isinstance(event, PrivacyEvent):  # anything else is refused by LedgerEntry, named
+            claimed = event.epsilon(delta)
+        entry = LedgerEntry(event, claimed, delta, accountant, description, dict(details or {}))  # type: ignore[arg-type]
         self.entries.append(entry)
         return entry
 
@@ -113,7 +144,7 @@ class Ledger:
         δ = 0 and records only pure mechanisms (Laplace, exponential), whatever it claims."""
         if self.guarantee is not Guarantee.PURE or self.is_non_private:
             return ""
-        impure = sorted({e.mechanism for e in self.entries if e.mechanism not in PURE_MECHANISMS})
+        impure = sorted({e.type for e in self.entries if e.event.pure_epsilon() is None})
         if impure:
             return f"it is labelled pure, but its ledger records {impure}, which are not pure-DP mechanisms"
         positive = self.delta > 0 or any(e.delta > 0 for e in self.entries)
@@ -142,16 +173,24 @@ class Ledger:
         }
 
     @classmethod
-    def from_dict(cls, raw: dict[str, Any]) -> Ledger:
-        if raw.get("format") != LEDGER_FORMAT:
-            raise ValueError(f"not a {LEDGER_FORMAT} ledger: format={raw.get('format')!r}")
-        ledger = cls(Guarantee(raw["guarantee"]), [LedgerEntry.from_dict(e) for e in raw["entries"]])
+    def from_dict(cls, raw: dict[str, Any], source: str = "ledger") -> Ledger:
+        """A ledger from its JSON form, format 2 or 1; anything else, or an entry no accountant can read,
+        is a ValueError naming `source`, the format and the entry."""
+        fmt = raw.get("format") if isinstance(raw, dict) else None
+        if fmt not in (LEDGER_FORMAT, LEDGER_FORMAT_1):
+            raise ValueError(f"{source}: not a dpgym ledger (format {fmt!r}; this dpgym reads {LEDGER_FORMAT} and "
+                             f"{LEDGER_FORMAT_1})")
+        read = LedgerEntry.from_dict if fmt == LEDGER_FORMAT else LedgerEntry.from_format_1
+        entries = []
+        for i, entry in enumerate(raw["entries"]):
+            try:
+                entries.append(read(entry))
+            except (EventError, KeyError, TypeError, ValueError) as err:
+                raise ValueError(f"{source} ({fmt}): entry {i}: {err}") from None
+        ledger = cls(Guarantee(raw["guarantee"]), entries)
         if raw.get("composition", "basic") != "basic":
             ledger.claim(float(raw["epsilon"]), float(raw["delta"]), raw["composition"])
         return ledger
-
-    def write(self, path: Path, extra: dict[str, Any] | None = None) -> None:
-        path.write_text(json.dumps({**self.to_dict(), **(extra or {})}, indent=2))
 
 
 def _json_float(value: Any) -> Any:

@@ -1,10 +1,12 @@
-"""Calibration of the basic noise-adding mechanisms (used by generators before they release)."""
+"""Calibration of the basic noise-adding mechanisms (used by generators before they release), and
+the exponential mechanism's sampler."""
 
 from __future__ import annotations
 
 import math
 
-from scipy import optimize, stats
+import numpy as np
+from scipy import optimize, special, stats
 
 
 MAX_EPSILON = 512.0  # the largest finite ε `gaussian_epsilon` resolves
@@ -41,3 +43,12 @@ def calibrate_gaussian(epsilon: float, delta: float) -> float:
     while gaussian_delta(epsilon, sigma) > delta:
         sigma *= 1 + 1e-9
     return sigma
+
+
+def exponential_mechanism(scores: np.ndarray, epsilon: float, sensitivity: float, rng: np.random.Generator) -> int:
+    """The index of one candidate drawn with probability ∝ exp(ε·score / (2·sensitivity)), which is
+    ε-DP for scores of that sensitivity (record it as an `ExponentialEvent` with inverse temperature
+    ε / (2·sensitivity)); the best one at ε = ∞."""
+    if math.isinf(epsilon):
+        return int(np.argmax(scores))
+    return int(rng.choice(len(scores), p=special.softmax(epsilon / (2.0 * sensitivity) * np.asarray(scores))))

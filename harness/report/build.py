@@ -40,6 +40,7 @@ from dpgym.references import load_reference
 from dpgym.registry import Registry
 from dpgym.report import figures
 from dpgym.schema import Schema
+from dpgym.privacy.ledger import Ledger
 from dpgym.specs import Direction
 from dpgym.store import RunStore, write_json_atomic
 from dpgym.worker import die_with_parent
@@ -181,13 +182,16 @@ def _ledger_rows(run_dir: Path, results: list[dict[str, Any]]) -> list[dict[str,
         path = run_dir / "cells" / r["cell"]["key"] / "ledger.json"
         ledger = json.loads(path.read_text()) if path.exists() else None
         re = (ledger or {}).get("reaccounted") or {}
+        entries = Ledger.from_dict(ledger, str(path)).entries if ledger else []
         rows.append({
             "cell": r["cell"], "status": r["status"], "guarantee": r["method"]["guarantee"],
             "epsilon": _eps(float(r["cell"]["epsilon"])),
             "ledger": ledger,
-            "entries": [{**e, "params_text": ", ".join(f"{k}={_sig(v)}"
-                                                        for k, v in e.get("params", {}).items())}
-                        for e in (ledger or {}).get("entries", [])],
+            "entries": [{"mechanism": e.type, "epsilon": e.epsilon, "delta": e.delta, "description": e.description,
+                         "params_text": ", ".join(f"{k}={_sig(v)}" for k, v in
+                                                  {**e.event.parameters(), "adjacency": str(e.event.adjacency),
+                                                   **e.details}.items())}
+                        for e in entries],
             "claimed": (f"ε={_sig(ledger['epsilon'])}, δ={_sig(ledger['delta'])}" if ledger else "—"),
             "reaccounted": (f"ε={_sig(re.get('epsilon'))}" if re else "—"),
             "verdict": re.get("verdict", ""), "accountant": re.get("accountant", ""), "detail": re.get("detail", ""),

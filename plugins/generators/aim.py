@@ -2,7 +2,7 @@
 Differentially Private Synthetic Data", PVLDB 15(11), 2022): select–measure–generate that picks,
 round after round, the workload marginal the current model approximates worst.
 
-In zCDP, the total ρ calibrated so that its (ε, δ) conversion (`dpgym.zcdp_epsilon`) is the cell's ε:
+In zCDP, the total ρ calibrated so that its (ε, δ) conversion (`dpgym.privacy.zcdp_epsilon`) is the cell's ε:
 
 1. measure every 1-way marginal with Gaussian noise σ (each round's σ, below);
 2. each round, from the candidates (every marginal inside a workload marginal) that keep the model

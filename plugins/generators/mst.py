@@ -3,7 +3,7 @@ differentially private synthetic data", Journal of Privacy and Confidentiality 1
 winning mechanism of the 2018 NIST challenge, generalised to any discrete table.
 
 Select–measure–generate in zCDP, the total ρ calibrated so that its (ε, δ) conversion
-(`dpgym.zcdp_epsilon`) is the cell's ε, split in three equal parts:
+(`dpgym.privacy.zcdp_epsilon`) is the cell's ε, split in three equal parts:
 
 1. measure every 1-way marginal with Gaussian noise (the d marginals share ρ/3 equally); values
    whose noisy count falls below 3σ are merged into one cell per column (domain compression);

@@ -47,16 +47,18 @@ def _seed(seed):
 
 
 def _ledger(guarantee, entries):
-    return {"format": "dpgym-ledger/1", "guarantee": guarantee, "composition": "basic", "entries": entries}
+    """A ledger in dpgym's format 2 (dpgym.privacy.ledger), written here without importing dpgym."""
+    return {"format": "dpgym-ledger/2", "guarantee": guarantee, "composition": "basic", "entries": entries}
 
 
-def _entry(mechanism, epsilon, delta, params, accountant, description):
-    return {"mechanism": mechanism, "epsilon": epsilon, "delta": delta, "params": params, "accountant": accountant,
-            "description": description}
+def _entry(event, epsilon, delta, accountant, description, details=None):
+    """`event`: the privacy event's type and parameters (dpgym.privacy.events), add/remove adjacency."""
+    return {"event": {**event, "adjacency": "add_remove"}, "epsilon": epsilon, "delta": delta, "accountant": accountant,
+            "description": description, "details": details or {}}
 
 
 def _not_private(description):
-    return _ledger("none", [_entry("non_private", "inf", 0.0, {}, "none", description)])
+    return _ledger("none", [_entry({"type": "non_private"}, "inf", 0.0, "none", description)])
 
 
 class SynthcityPlugin:
@@ -89,7 +91,7 @@ def _aim_ledger(plugin, rows, epsilon, delta, params):
     """AIM composes all its Gaussian measurements and exponential selections in zCDP, within the ρ
     its Mechanism base class derives from (ε, δ); the harness converts ρ back independently."""
     return _ledger("nominal", [_entry(
-        "zcdp", epsilon, delta, {"rho": float(plugin.model.model.rho)}, "zCDP (private-pgm's cdp_rho)",
+        {"type": "zcdp", "rho": float(plugin.model.model.rho)}, epsilon, delta, "zCDP (private-pgm's cdp_rho)",
         "AIM: Gaussian measurements and exponential-mechanism selections composed in zCDP")])
 
 
@@ -100,11 +102,11 @@ def _dpgan_ledger(plugin, rows, epsilon, delta, params):
     optimizer = next(m.optimizer for m in plugin.model.modules() if isinstance(getattr(m, "optimizer", None), DPOptimizer))
     batches = math.ceil(rows / params["batch_size"])
     return _ledger("nominal", [_entry(
-        "subsampled_gaussian", epsilon, delta,
-        {"sample_rate": 1 / batches, "noise_multiplier": optimizer.noise_multiplier, "clip_norm": optimizer.max_grad_norm,
-         "steps": params["n_iter"] * batches * params["discriminator_n_iter"], "clipping": "flat"},
-        "Opacus make_private_with_epsilon (RDP), as synthcity calibrates it",
-        "discriminator steps, fixed-size shuffled batches (synthcity sets poisson_sampling=False)")])
+        {"type": "subsampled_gaussian", "sample_rate": 1 / batches, "noise_multiplier": optimizer.noise_multiplier,
+         "clip_norm": optimizer.max_grad_norm, "steps": params["n_iter"] * batches * params["discriminator_n_iter"]},
+        epsilon, delta, "Opacus make_private_with_epsilon (RDP), as synthcity calibrates it",
+        "discriminator steps, fixed-size shuffled batches (synthcity sets poisson_sampling=False)",
+        {"clipping": "flat", "sampling": "shuffled fixed-size batches"})])
 
 
 # One object per plugin, named as the host's adapter strings name them ("synthcity_adapter:aim").

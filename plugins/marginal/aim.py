@@ -9,13 +9,13 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from dpgym.plugins.marginal.accounting import (
-    ZcdpLedger, exponential_mechanism, gaussian_rho, gaussian_sigma, measure, selection_epsilon, selection_rho,
-)
 from dpgym.plugins.marginal.generator import MarginalGenerator
 from dpgym.plugins.marginal.model import (
-    Clique, Measurements, ModelMarginals, estimate, forget_compiled_estimates, marginal_counts, model_domain,
+    Clique, Measurements, ModelMarginals, estimate, forget_compiled_estimates, marginal_counts, measure, model_domain,
     model_size_mb,
+)
+from dpgym.privacy import (
+    ZcdpLedger, exponential_mechanism, gaussian_rho, gaussian_sigma, selection_epsilon, selection_rho,
 )
 
 if TYPE_CHECKING:

@@ -7,9 +7,9 @@ import numpy as np
 import pandas as pd
 
 from dpgym import Budget, Ledger, Schema
-from dpgym.plugins.marginal.accounting import ZcdpLedger, total_rho
 from dpgym.plugins.marginal.domain import TableDomain
 from dpgym.plugins.marginal.model import ModelMarginals
+from dpgym.privacy import ZcdpLedger, total_rho
 
 
 class MarginalGenerator:

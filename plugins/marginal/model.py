@@ -322,3 +322,8 @@ def _einsum(factors: list[tuple[np.ndarray, Clique]], output: Clique) -> np.ndar
     letters = {a: i for i, a in enumerate(dict.fromkeys(a for _, clique in factors for a in clique))}
     operands = [item for table, clique in factors for item in (table, [letters[a] for a in clique])]
     return np.einsum(*operands, [letters[a] for a in output], optimize="greedy")
+
+
+def measure(counts: np.ndarray, sigma: float, rng: np.random.Generator) -> np.ndarray:
+    """A marginal's counts with N(0, σ²) noise on every cell (exact at σ = 0, a non-private run)."""
+    return counts + rng.normal(0.0, sigma, counts.shape) if sigma > 0 else counts.astype(float)

@@ -10,13 +10,11 @@ from typing import TYPE_CHECKING
 import networkx as nx
 import numpy as np
 
-from dpgym.plugins.marginal.accounting import (
-    ZcdpLedger, exponential_mechanism, gaussian_sigma, measure, selection_epsilon,
-)
 from dpgym.plugins.marginal.generator import MarginalGenerator
 from dpgym.plugins.marginal.model import (
-    Clique, Measurements, ModelMarginals, estimate, linear_measurement, marginal_counts, model_domain,
+    Clique, Measurements, ModelMarginals, estimate, linear_measurement, marginal_counts, measure, model_domain,
 )
+from dpgym.privacy import ZcdpLedger, exponential_mechanism, gaussian_sigma, selection_epsilon
 
 if TYPE_CHECKING:
     import mbi

@@ -16,7 +16,7 @@ import torch
 from opacus.grad_sample import register_grad_sampler
 from torch import Tensor, nn
 
-from dpgym import MaterializedGrad, register_fast_rule
+from dpgym.privacy import MaterializedGrad, register_fast_rule
 from dpgym.plugins.nn.layers import MaskedLinear, made_masks
 
 LOG_2PI = math.log(2 * math.pi)

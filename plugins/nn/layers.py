@@ -16,7 +16,7 @@ from opacus.grad_sample import register_grad_sampler
 from torch import Tensor, nn
 from torch.nn import functional as F
 
-from dpgym import OuterProductGrad, opacus_rule, prefix_structure, register_fast_rule
+from dpgym.privacy import opacus_rule, OuterProductGrad, prefix_structure, register_fast_rule
 
 
 class MaskedLinear(nn.Linear):

@@ -18,7 +18,7 @@ from torch import Tensor, nn
 
 from opacus.grad_sample.linear import compute_linear_grad_sample
 
-from dpgym import LayerGrad, MaterializedGrad, finite_examples, register_fast_rule, zero_examples
+from dpgym.privacy import finite_examples, LayerGrad, MaterializedGrad, register_fast_rule, zero_examples
 from dpgym.plugins.nn.layers import MaskedLinear, masked_linear_grad_sample
 
 

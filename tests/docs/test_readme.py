@@ -126,22 +126,26 @@ def test_relative_links_resolve(document: Path) -> None:
     assert not broken, f"{document.relative_to(ROOT)}: broken relative links: {broken}"
 
 
-# Besides the names `dpgym` exports, the only modules a plugin may import (docs/plugins.md).
+# Besides the names `dpgym` and the privacy toolkit export, the only modules a plugin may import
+# (docs/plugins.md).
 PLUGIN_MODULES = {"testing", "plugins"}
-DOTTED_DPGYM = re.compile(r"\bdpgym\.([A-Za-z_]\w*)")
+DOTTED_DPGYM = re.compile(r"\bdpgym\.([A-Za-z_]\w*)(?:\.([A-Za-z_]\w*))?")
 
 
 @pytest.mark.parametrize("document", DOCUMENTS, ids=lambda p: str(p.relative_to(ROOT)))
 def test_docs_use_only_the_public_api(document: Path) -> None:
-    """Every `dpgym.X` a page names or imports is a public name, `dpgym.testing` or `dpgym.plugins.*`:
-    the docs never teach a plugin to reach into the harness's internal modules."""
+    """Every `dpgym.X` a page names or imports is a public name, `dpgym.privacy.Y` a name of the privacy
+    toolkit, or `dpgym.testing` or `dpgym.plugins.*`: the docs never teach a plugin to reach into the
+    harness's internal modules."""
     import dpgym
+    import dpgym.privacy
 
     public = {*dpgym.__all__, "__version__", *PLUGIN_MODULES}
     internal = sorted({match.group(0) for match in DOTTED_DPGYM.finditer(document.read_text())
-                       if match.group(1) not in public})
-    assert not internal, (f"{document.relative_to(ROOT)} names dpgym internals {internal}: use `from dpgym import X` "
-                          "or `dpgym.X` (harness/__init__.py)")
+                       if (match.group(1) != "privacy" and match.group(1) not in public)
+                       or (match.group(1) == "privacy" and match.group(2) not in (None, *dpgym.privacy.__all__))})
+    assert not internal, (f"{document.relative_to(ROOT)} names dpgym internals {internal}: use `from dpgym import X`, "
+                          "`from dpgym.privacy import Y`, or `dpgym.X` (harness/__init__.pyi, harness/privacy/__init__.pyi)")
 
 
 def test_readme_is_short() -> None:

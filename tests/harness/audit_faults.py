@@ -13,7 +13,8 @@ import pandas as pd
 
 import torch
 
-from dpgym import Budget, GeneratorSpec, Ledger, PrivatePhase, Schema, hookimpl
+from dpgym import Budget, GeneratorSpec, hookimpl, Ledger, Schema
+from dpgym.privacy import PrivatePhase
 from dpgym.plugins.generators.dp_vae import SPEC as DP_VAE_SPEC
 from dpgym.plugins.generators.dp_vae.model import DPVAE
 from dpgym.plugins.generators.independent import SPEC as INDEPENDENT_SPEC
@@ -40,7 +41,7 @@ class QuietIndependent(Independent):
     def fit(self, train: pd.DataFrame, schema: Schema, budget: Budget, seed: int) -> Ledger:
         ledger = super().fit(train, schema, budget, seed)
         rng = np.random.default_rng(seed)
-        sigma = ledger.entries[0].params["sigma"] / QUIETER
+        sigma = ledger.entries[0].event.sigma / QUIETER
         self.probabilities_ = {k: _normalise(v + rng.normal(0.0, sigma, v.shape)) for k, v in self._counts(train).items()}
         return ledger
 

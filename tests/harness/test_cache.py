@@ -6,6 +6,7 @@ import numpy as np
 import pandas as pd
 
 from dpgym import MetricContext, computed_once, digest
+
 from dpgym.plugins.metrics.fidelity import compute as fidelity
 
 

@@ -11,7 +11,8 @@ import pytest
 import torch
 from torch import nn
 
-from dpgym import DPSGD, Budget
+from dpgym import Budget
+from dpgym.privacy import DPSGD
 from dpgym.canary_audit import canary_coins, canary_records, certify, epsilon_lower, guess_rules, p_value
 from dpgym.cli import main
 from dpgym.privacy.canaries import gradient_canaries

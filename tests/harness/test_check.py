@@ -87,18 +87,18 @@ def test_cli_exit_codes(registry, rerun, tmp_path, monkeypatch, capsys):
 
 
 def test_ledgers_compare_floats_to_rounding_not_to_the_last_bit():
-    entry = {"mechanism": "subsampled_gaussian", "params": {"noise_multiplier": 0.5190832108208103, "steps": 300}}
-    last_bit = {"mechanism": "subsampled_gaussian", "params": {"noise_multiplier": 0.5190832108208102, "steps": 300}}
-    changed = {"mechanism": "subsampled_gaussian", "params": {"noise_multiplier": 0.5191, "steps": 300}}
+    def phase(noise_multiplier, steps=300, **details):
+        return {"event": {"type": "subsampled_gaussian", "noise_multiplier": noise_multiplier, "steps": steps},
+                "details": details}
+
+    entry, last_bit, changed = phase(0.5190832108208103), phase(0.5190832108208102), phase(0.5191)
     # the same DP-NF cell's ledger from two machines (2026-11-23 and -24): σ and its derived ε figures
     # agree to ~1e-9 relative, beyond the last bit
-    other_machine = {"mechanism": "subsampled_gaussian",
-                     "params": {"noise_multiplier": 0.519083210642816, "epsilon_gdp_clt_poisson": 1.2824665841754166}}
-    this_machine = {"mechanism": "subsampled_gaussian",
-                    "params": {"noise_multiplier": 0.5190832108208103, "epsilon_gdp_clt_poisson": 1.2824665823295733}}
+    other_machine = phase(0.519083210642816, epsilon_gdp_clt_poisson=1.2824665841754166)
+    this_machine = phase(0.5190832108208103, epsilon_gdp_clt_poisson=1.2824665823295733)
     assert same_ledger([entry], [last_bit]) and same_ledger([this_machine], [other_machine])
     assert not same_ledger([entry], [changed])
-    assert not same_ledger([entry], [{**entry, "params": {**entry["params"], "steps": 301}}])
+    assert not same_ledger([entry], [phase(0.5190832108208103, steps=301)])
     assert not same_ledger([entry], [entry, entry])
 
 
@@ -125,7 +125,7 @@ def test_a_metric_turning_nan_or_a_missing_seed_is_a_regression(registry, baseli
 
 
 def _with_sigma(ledger, sigma):
-    return [{**ledger[0], "params": {**ledger[0]["params"], "sigma": sigma}}, *ledger[1:]]
+    return [{**ledger[0], "event": {**ledger[0]["event"], "sigma": sigma}}, *ledger[1:]]
 
 
 def _seed_dependent(groups):
@@ -163,7 +163,7 @@ def test_a_seed_the_baseline_did_not_run_is_held_to_its_ledger_only_if_that_did_
     now = summarise(rerun)
     extra_seed = lambda groups, sigma: _edit(  # noqa: E731
         groups, ledgers=lambda g: {**g["ledgers"], 7: _with_sigma(g["ledgers"][0], sigma)})
-    constant = baseline[next(k for k in baseline if k[0] == "independent")]["ledgers"][0][0]["params"].get("sigma")
+    constant = baseline[next(k for k in baseline if k[0] == "independent")]["ledgers"][0][0]["event"].get("sigma")
     assert _ledger_findings(baseline, extra_seed(now, constant), registry) == []
     assert [f.what for f in _ledger_findings(baseline, extra_seed(now, 123.0), registry)] == [
         "ledger mechanisms or parameters changed"]

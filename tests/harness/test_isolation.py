@@ -49,7 +49,7 @@ def test_cell_runs_in_the_environment_and_its_ledger_is_reaccounted(environment,
     summary, result, ledger = run(environment, tmp_path)
     assert summary.ok == 1, result.get("error")
     assert result["metrics"]["marginal_tvd"] < 0.1
-    assert ledger["guarantee"] == "pure" and ledger["entries"][0]["mechanism"] == "laplace"
+    assert ledger["guarantee"] == "pure" and ledger["entries"][0]["event"]["type"] == "laplace"
     assert ledger["reaccounted"]["verdict"] == "ok"
     assert ledger["reaccounted"]["epsilon"] == pytest.approx(1.0)
 

@@ -14,8 +14,9 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 CORE = ROOT / "harness"
-# What a plugin may import from dpgym: the public API, the conformance checks, the first-party blocks.
-PUBLIC = ("dpgym", "dpgym.testing")
+# What a plugin may import from dpgym: the contract, the privacy toolkit, the conformance checks, the
+# first-party blocks.
+PUBLIC = ("dpgym", "dpgym.privacy", "dpgym.testing")
 
 
 def module_name(path: Path) -> str:
@@ -94,7 +95,7 @@ def test_plugins_use_only_the_public_api(path):
              if not module.startswith("dpgym.plugins") and module not in PUBLIC]
     private = [f"line {line}: {name} from {module}" for module, names, line in imports for name in names
                if name.startswith("_")]
-    assert not wrong, f"imports dpgym internals (use `from dpgym import …`): {wrong}"
+    assert not wrong, f"imports dpgym internals (use `from dpgym import …` or `from dpgym.privacy import …`): {wrong}"
     assert not private, f"imports private names: {private}"
 
 

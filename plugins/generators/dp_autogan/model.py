@@ -16,7 +16,8 @@ from torch import Tensor, nn
 from torch.nn import functional as F
 from torch.optim.swa_utils import AveragedModel, update_bn
 
-from dpgym import Accountant, Budget, DPSGD, Guarantee, Ledger, PRVAccountant, Phase, RDPAccountant, Schema
+from dpgym import Budget, Guarantee, Ledger, Schema
+from dpgym.privacy import DPSGD, Accountant, Phase, PRVAccountant, RDPAccountant
 from dpgym.plugins.nn.mixed import MixedEncoding
 from dpgym.plugins.nn.phases import PlainPhase
 from dpgym.plugins.nn.runtime import resolve_device, single_thread

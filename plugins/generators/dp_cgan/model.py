@@ -10,7 +10,8 @@ import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 
-from dpgym import Budget, DPSGD, Guarantee, Ledger, LedgerEntry, Schema, calibrate_gaussian
+from dpgym import Budget, GaussianEvent, Guarantee, Ledger, LedgerEntry, Schema
+from dpgym.privacy import DPSGD, calibrate_gaussian
 from dpgym.plugins.nn.runtime import resolve_device, single_thread
 from dpgym.plugins.nn.tabular import (
     sample_labelled,
@@ -85,10 +86,8 @@ class DPCGAN:
         epsilon, delta = self.label_share * budget.epsilon, self.label_share * budget.delta
         sigma = calibrate_gaussian(epsilon, delta)  # L2 sensitivity 1: one row moves one count by 1
         counts += np.random.default_rng(seed).normal(0.0, sigma, counts.shape)
-        entry = LedgerEntry("gaussian", epsilon, delta, {"l2_sensitivity": 1.0, "sigma": sigma},
-                            "analytic Gaussian (Balle & Wang 2018); add/remove adjacency",
-                            f"class counts ({len(counts)} classes)")
-        return entry
+        return LedgerEntry(GaussianEvent(l2_sensitivity=1.0, sigma=sigma), epsilon, delta,
+                           "analytic Gaussian (Balle & Wang 2018)", f"class counts ({len(counts)} classes)")
 
     def _fake(self, m: int, generator: torch.Generator) -> tuple[Tensor, Tensor]:
         labels = torch.multinomial(torch.as_tensor(self.proportions_, device=self.device_), m, replacement=True,

@@ -13,7 +13,8 @@ import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 
-from dpgym import Budget, Column, ColumnKind, DPSGD, Guarantee, Ledger, Schema, levels, missing_rows
+from dpgym import Budget, Column, ColumnKind, Guarantee, Ledger, levels, missing_rows, Schema
+from dpgym.privacy import DPSGD
 from dpgym.plugins.nn.flow_linear import LowRankFlowLinear, LUFlowLinear
 from dpgym.plugins.nn.made import ConditionalMADE
 from dpgym.plugins.nn.optim import AdaBelief

@@ -10,7 +10,8 @@ import pandas as pd
 import torch
 from torch import Tensor, nn
 
-from dpgym import Budget, Guarantee, Ledger, LedgerEntry, Schema, calibrate_gaussian
+from dpgym import Budget, GaussianEvent, Guarantee, Ledger, Schema
+from dpgym.privacy import calibrate_gaussian
 from dpgym.plugins.nn.runtime import resolve_device, single_thread
 from dpgym.plugins.nn.tabular import (
     sample_labelled,
@@ -142,12 +143,10 @@ class DPMERF:
         sigma = calibrate_gaussian(budget.epsilon, budget.delta) * sensitivity
         release += sigma * torch.randn(release.shape, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
         ledger = Ledger(Guarantee.FORMAL)
-        ledger.record(LedgerEntry(
-            "gaussian", budget.epsilon, budget.delta, {"l2_sensitivity": sensitivity, "sigma": sigma},
-            "analytic Gaussian (Balle & Wang 2018); add/remove adjacency",
-            f"random-feature sums per class ({self.feature_map_.width}×{self.layout_.n_classes}) and "
-            "class counts, one joint release",
-        ))
+        ledger.record(GaussianEvent(l2_sensitivity=sensitivity, sigma=sigma), epsilon=budget.epsilon,
+                      delta=budget.delta, accountant="analytic Gaussian (Balle & Wang 2018)",
+                      description=f"random-feature sums per class ({self.feature_map_.width}×{self.layout_.n_classes}) "
+                                  "and class counts, one joint release")
         return ledger
 
     def _stratified_labels(self, device: torch.device) -> Tensor:

@@ -11,7 +11,8 @@ import pandas as pd
 from scipy.special import logsumexp
 from scipy.stats import qmc
 
-from dpgym import Budget, Guarantee, Ledger, LedgerEntry, Schema, calibrate_gaussian, gaussian_epsilon
+from dpgym import Budget, GaussianEvent, Guarantee, Ledger, Schema
+from dpgym.privacy import calibrate_gaussian, gaussian_epsilon
 from dpgym.plugins.nn.space import DensitySpace, project_to_unit_ball
 
 RELEASES_PER_ITERATION = 3  # soft counts, first moments, second moments
@@ -117,7 +118,7 @@ def composed_epsilon(noise_multiplier: float, releases: int, delta: float, accou
     if accountant == "zcdp":  # Bun & Steinke 2016, Prop. 1.3 and 1.6
         rho = releases / (2 * noise_multiplier**2)
         return rho + 2 * math.sqrt(rho * math.log(1 / delta))
-    from dpgym import Phase, RDPAccountant  # the moments accountant, per-order sum
+    from dpgym.privacy import Phase, RDPAccountant  # the moments accountant, per-order sum
 
     return RDPAccountant().epsilon([Phase(1.0, noise_multiplier, releases)], delta)
 
@@ -169,12 +170,10 @@ class DPMoG:
         what = ("soft counts N", "first moments Σ r x", "second moments Σ r x xᵀ (upper triangles)")
         for j in range(self.iterations):
             for name in what:
-                ledger.record(LedgerEntry(
-                    "gaussian", single, budget.delta,
-                    {"l2_sensitivity": 1.0, "sigma": z, "adjacency": "add_remove", "iteration": j + 1},
-                    "analytic Gaussian (Balle & Wang 2018), this release alone",
-                    f"DP-EM M-step {j + 1}/{self.iterations}: {name} of all {self.components} components",
-                ))
+                ledger.record(GaussianEvent(l2_sensitivity=1.0, sigma=z), epsilon=single, delta=budget.delta,
+                              accountant="analytic Gaussian (Balle & Wang 2018), this release alone",
+                              description=f"DP-EM M-step {j + 1}/{self.iterations}: {name} of all "
+                                          f"{self.components} components", details={"iteration": j + 1})
         claimed = composed_epsilon(z, releases, budget.delta, self.accountant)
         # exact composition of Gaussians is μ-GDP's; zCDP is an RDP bound as well
         ledger.claim(claimed, budget.delta, composition="gdp" if self.accountant == "exact" else "rdp")

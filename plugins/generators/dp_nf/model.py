@@ -4,15 +4,16 @@ and where they come from: the docstring of `dpgym.plugins.generators.dp_nf`, whi
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
 import pandas as pd
 import torch
 
-from dpgym import (
-    Accountant, Budget, DPSGD, GDPAccountant, Guarantee, Ledger, LedgerEntry, PRVAccountant as _PRV, Phase,
-    RDPAccountant, RDP_CONVERSIONS, Schema, make_accountant,
+from dpgym import Budget, Guarantee, Ledger, LedgerEntry, Schema
+from dpgym.privacy import (
+    DPSGD, RDP_CONVERSIONS, Accountant, GDPAccountant, Phase, PRVAccountant as _PRV, RDPAccountant, make_accountant,
 )
 from dpgym.plugins.generators.dp_mog import model as dp_mog
 from dpgym.plugins.nn.flows import LOG_2PI, MAF
@@ -133,8 +134,7 @@ class DPNF:
         if not budget.is_private:
             return [], []
         entries = mog._ledger(budget, z, releases).entries
-        entries = [LedgerEntry(e.mechanism, e.epsilon, e.delta, e.params, e.accountant, "GMM prior: " + e.description)
-                   for e in entries]
+        entries = [replace(e, description="GMM prior: " + e.description) for e in entries]
         return entries, [Phase(1.0, z, releases)]
 
     def _steps(self, accountant: Accountant, sample_rate: float, budget: Budget, fixed: Sequence[Phase] = ()) -> int:
@@ -168,16 +168,13 @@ class DPNF:
         accounted = phase.accounted()
         gdp = GDPAccountant(poisson=True).epsilon([*fixed, accounted], budget.delta)
         classic = RDPAccountant(conversion="classic").epsilon([*fixed, accounted], budget.delta)
-        params: dict[str, Any] = {
-            **entry.params, "target_noise_multiplier": self.noise_multiplier, "max_steps": self.max_steps,
+        details: dict[str, Any] = {
+            **entry.details, "target_noise_multiplier": self.noise_multiplier, "max_steps": self.max_steps,
             "epsilon_gdp_clt_poisson": gdp, "epsilon_gdp_clt_note":
                 "the paper's accountant (Bu et al. 2020 CLT, Poisson form for our sampling): an approximation, not a bound; not the claim",
             "epsilon_ma_classic": classic,
         }
-        ledger = Ledger(Guarantee.FORMAL)
-        for e in prior_entries:
-            ledger.record(e)
-        ledger.record(LedgerEntry(entry.mechanism, entry.epsilon, entry.delta, params, entry.accountant, entry.description))
+        ledger = Ledger(Guarantee.FORMAL, [*prior_entries, replace(entry, details=details)])
         ledger.claim(sgd.epsilon, sgd.delta, composition=sgd.composition)  # joint: prior releases are in the curve
         ledger.check_within(budget)
         return ledger

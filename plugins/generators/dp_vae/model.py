@@ -11,7 +11,8 @@ import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 
-from dpgym import Accountant, Budget, DPSGD, Guarantee, Ledger, Phase, Schema
+from dpgym import Budget, Guarantee, Ledger, Schema
+from dpgym.privacy import DPSGD, Accountant, Phase
 from dpgym.plugins.generators.dp_autogan.model import make_plan_accountant
 from dpgym.plugins.nn.mixed import MixedEncoding
 from dpgym.plugins.nn.phases import PlainPhase

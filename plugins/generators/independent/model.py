@@ -9,7 +9,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from dpgym import Budget, Column, ColumnKind, Guarantee, Ledger, LedgerEntry, Schema, calibrate_gaussian
+from dpgym import Budget, Column, ColumnKind, GaussianEvent, Guarantee, LaplaceEvent, Ledger, Schema
+from dpgym.privacy import calibrate_gaussian
 
 
 @dataclass(frozen=True)
@@ -82,19 +83,15 @@ class Independent:
             sigma = calibrate_gaussian(budget.epsilon, budget.delta) * math.sqrt(d)
             counts = {k: v + rng.normal(0.0, sigma, v.shape) for k, v in counts.items()}
             ledger = Ledger(Guarantee.FORMAL)
-            ledger.record(LedgerEntry(
-                "gaussian", budget.epsilon, budget.delta,
-                {"l2_sensitivity": math.sqrt(d), "sigma": sigma},
-                "analytic Gaussian (Balle & Wang 2018)", f"histograms of all {d} columns, one release",
-            ))
+            ledger.record(GaussianEvent(l2_sensitivity=math.sqrt(d), sigma=sigma), epsilon=budget.epsilon,
+                          delta=budget.delta, accountant="analytic Gaussian (Balle & Wang 2018)",
+                          description=f"histograms of all {d} columns, one release")
         else:
             scale = d / budget.epsilon
             counts = {k: v + rng.laplace(0.0, scale, v.shape) for k, v in counts.items()}
             ledger = Ledger(Guarantee.FORMAL)
-            ledger.record(LedgerEntry(
-                "laplace", budget.epsilon, 0.0, {"l1_sensitivity": float(d), "scale": scale},
-                "pure", f"histograms of all {d} columns, one release",
-            ))
+            ledger.record(LaplaceEvent(l1_sensitivity=float(d), scale=scale), epsilon=budget.epsilon, accountant="pure",
+                          description=f"histograms of all {d} columns, one release")
         self.probabilities_ = {k: _normalise(v) for k, v in counts.items()}
         return ledger
 

@@ -10,7 +10,8 @@ import pandas as pd
 import torch
 from torch import nn
 
-from dpgym import Budget, DPSGD, Ledger, PRVAccountant, Schema
+from dpgym import Budget, Ledger, Schema
+from dpgym.privacy import DPSGD, PRVAccountant
 from dpgym.plugins.learners.features import Design
 from dpgym.plugins.learners.logistic import LogisticModel, OneModelLearner, per_example_loss
 

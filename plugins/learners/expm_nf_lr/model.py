@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from dpgym import Budget, Guarantee, Ledger, LedgerEntry, Schema
+from dpgym import Adjacency, Budget, ExponentialEvent, Guarantee, Ledger, Schema
 from dpgym.plugins.learners.features import Design
 from dpgym.plugins.learners.logistic import LogisticModel, summed_l2
 from dpgym.plugins.nn.param_flows import LAYERS, Affine, ParameterFlow
@@ -75,20 +75,19 @@ class ExpMNFLR:
 
     def ledger(self, budget: Budget, n_rows: int) -> Ledger:
         ledger = Ledger(Guarantee.NOMINAL)
-        ledger.record(LedgerEntry(
-            mechanism="exponential",
+        ledger.record(
+            ExponentialEvent(inverse_temperature=budget.epsilon / 2, utility_sensitivity=1.0,
+                             adjacency=Adjacency.REPLACE_ONE),
             epsilon=budget.epsilon,
-            delta=0.0,
-            params={"inverse_temperature": budget.epsilon / 2, "utility_sensitivity": 1.0,
-                    "utility": "-sum_rows (sigmoid(theta.x) - y)^2" + (f" weighted by {self.weight_column} "
-                               f"clipped to {self.weight_cap:g} and divided by it" if self.weight_column else ""),
-                    "adjacency": "replace_one", "n_rows": n_rows, "mode": self.mode,
-                    "prior": f"N(0, {self.prior_scale:g}^2 I)" if self.mode == "proper" else "none (improper target)",
-                    "sampler": f"normalizing flow ({self.flows} {self.flow}) fitted by reverse KL: approximate, "
-                               "no proof that its output is the ExpM density"},
             accountant="none: ε-DP holds for exact ExpM sampling only (nominal for the flow)",
             description="one parameter vector drawn from the fitted flow",
-        ))
+            details={"utility": "-sum_rows (sigmoid(theta.x) - y)^2" + (f" weighted by {self.weight_column} "
+                                f"clipped to {self.weight_cap:g} and divided by it" if self.weight_column else ""),
+                     "n_rows": n_rows, "mode": self.mode,
+                     "prior": f"N(0, {self.prior_scale:g}^2 I)" if self.mode == "proper" else "none (improper target)",
+                     "sampler": f"normalizing flow ({self.flows} {self.flow}) fitted by reverse KL: approximate, "
+                                "no proof that its output is the ExpM density"},
+        )
         return ledger
 
     # --- audit ----------------------------------------------------------------------------------

@@ -248,10 +248,9 @@ def test_ledger_entry_records_the_mechanism_and_re_accounts_ok(accountant):
     _, dp = _train(seed=0, steps=20, accountant=accountant)
     ledger = dp.ledger()
     (entry,) = ledger.entries
-    assert entry.mechanism == "subsampled_gaussian"
-    for key in ["sample_rate", "noise_multiplier", "steps", "clip_norm", "clip_norms", "clipping"]:
-        assert key in entry.params
-    assert entry.params["steps"] == 20 and entry.params["clipping"] == "per_layer"
+    assert entry.type == "subsampled_gaussian" and entry.event.clip_norm > 0
+    assert {"clip_norms", "clipping", "sampling"} <= set(entry.details)
+    assert entry.event.steps == 20 and entry.details["clipping"] == "per_layer" and entry.details["sampling"] == "poisson"
     assert accountant in entry.accountant and "opacus" in entry.accountant
     assert ledger.epsilon <= 2.0
     restored = Ledger.from_dict(json.loads(json.dumps(ledger.to_dict())))

@@ -114,11 +114,11 @@ def test_private_fit_ledger_records_both_phases_as_run(fits):
     gen, ledger = fits["a"]
     assert ledger.guarantee is Guarantee.FORMAL and ledger.composition == "prv"
     ae, disc = ledger.entries
-    assert (ae.params["steps"], disc.params["steps"]) == (12, 9)
-    assert ae.params["sample_rate"] == pytest.approx(64 / 1500)
-    assert (ae.params["clip_norm"], disc.params["clip_norm"]) == (0.012, 0.022)
-    assert ae.params["clipping"] == disc.params["clipping"] == "flat"
-    assert ae.params["sampling"] == "poisson"
+    assert (ae.event.steps, disc.event.steps) == (12, 9)
+    assert ae.event.sample_rate == pytest.approx(64 / 1500)
+    assert (ae.event.clip_norm, disc.event.clip_norm) == (0.012, 0.022)
+    assert ae.details["clipping"] == disc.details["clipping"] == "flat"
+    assert ae.details["sampling"] == "poisson"
     assert 0.97 <= ledger.epsilon <= 1.0
     check = reaccount(ledger, Budget(1.0, 1e-5))
     assert check.verdict == "ok" and check.epsilon >= 0.97  # the default PRV calibration spends the budget
@@ -128,7 +128,7 @@ def test_generator_steps_interleave_without_leaking_gradient_into_the_critic(fit
     """9 critic steps in groups of 3, a generator step after each group; the engine would raise
     PrivacyViolation had a generator step left a gradient on the critic's parameters."""
     gen, ledger = fits["a"]
-    assert gen.generator_steps_ == 3 and ledger.entries[1].params["steps"] == 9
+    assert gen.generator_steps_ == 3 and ledger.entries[1].event.steps == 9
 
 
 def test_only_the_decoder_and_generator_are_released(fits):
@@ -160,7 +160,7 @@ def test_a_frozen_random_encoder_stays_at_its_seeded_init_and_only_the_decoder_i
         ledger = gen.fit(adult_rows, adult_schema, Budget(1.0, 1e-5), seed=0)
     assert all(torch.equal(a, b) for a, b in zip(seen["before"], seen["after"], strict=True))
     assert set(seen["phase"].networks) == {"decoder"}
-    assert ledger.entries[0].params["steps"] == 12
+    assert ledger.entries[0].event.steps == 12
     assert reaccount(ledger, Budget(1.0, 1e-5)).verdict == "ok"
     with pytest.raises(ValueError, match="encoder_mode"):
         SPEC.build({"encoder_mode": "nonprivate"})

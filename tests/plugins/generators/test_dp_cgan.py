@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from dpgym import Budget, Guarantee
-from dpgym import reaccount
+from dpgym.privacy.reaccount import reaccount
 from dpgym.plugins.generators import dp_cgan
 
 SMALL = {"steps": 6, "batch_size": 32, "hidden": 16, "noise_dim": 8}
@@ -23,13 +23,13 @@ def fitted(rows, schema, budget=Budget(1.0, 1e-5), seed=0, **params):
 def test_discriminator_is_accounted_over_the_true_number_of_rows(adult_rows, adult_schema):
     _, ledger = fitted(adult_rows, adult_schema)
     labels, sgd = ledger.entries
-    assert sgd.mechanism == "subsampled_gaussian"
-    assert sgd.params["n_rows"] == len(adult_rows) == 600  # not MNIST's 60,000
-    assert sgd.params["sample_rate"] == pytest.approx(32 / 600)
-    assert sgd.params["sampling"] == "poisson" and sgd.params["adjacency"] == "add_remove"
-    assert sgd.params["steps"] == 6 and sgd.params["clip_norm"] == pytest.approx(1.1)
-    assert sgd.params["noise_multiplier"] > 0
-    assert labels.mechanism == "gaussian" and labels.params["l2_sensitivity"] == 1.0
+    assert sgd.type == "subsampled_gaussian"
+    assert sgd.details["n_rows"] == len(adult_rows) == 600  # not MNIST's 60,000
+    assert sgd.event.sample_rate == pytest.approx(32 / 600)
+    assert sgd.details["sampling"] == "poisson" and sgd.event.adjacency == "add_remove"
+    assert sgd.event.steps == 6 and sgd.event.clip_norm == pytest.approx(1.1)
+    assert sgd.event.noise_multiplier > 0
+    assert labels.type == "gaussian" and labels.event.l2_sensitivity == 1.0
 
 
 def test_ledger_spends_the_budget_and_reaccounts(adult_rows, adult_schema):

@@ -364,9 +364,9 @@ def test_private_fit_returns_a_formal_ledger_within_budget(private_fit):
     gen, ledger = private_fit
     assert ledger.guarantee == "formal" and not ledger.is_non_private
     (entry,) = ledger.entries
-    assert entry.mechanism == "subsampled_gaussian"
-    assert entry.params["clipping"] == "per_unit" and entry.params["sampling"] == "poisson"
-    assert entry.params["noise_multiplier"] > 0.5
+    assert entry.type == "subsampled_gaussian"
+    assert entry.details["clipping"] == "per_unit" and entry.details["sampling"] == "poisson"
+    assert entry.event.noise_multiplier > 0.5
     assert entry.epsilon <= 1.0 and entry.delta == 1e-5
     assert gen.dequantization_ == "uniform"  # A14 default when private
 
@@ -423,7 +423,7 @@ def test_a_fit_whose_parameters_diverge_fails_with_their_names(monkeypatch, epsi
 def test_private_steps_stop_at_max_steps_and_non_private_ones_do_not():
     params = {**SMALL, "epochs": 2.0, "max_steps": 5}  # 2 epochs of 2,000 rows at batch 32: 125 steps
     (entry,) = SPEC.build(params).fit(_frame(), _schema(), Budget(1.0, 1e-5), seed=0).entries
-    assert entry.params["steps"] == 5
+    assert entry.event.steps == 5
     (entry,) = SPEC.build({**params, "epochs": 0.1}).fit(_frame(), _schema(), Budget(math.inf), seed=0).entries
     assert "(6 AdaBelief steps)" in entry.description
 

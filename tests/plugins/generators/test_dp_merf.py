@@ -10,7 +10,8 @@ import pytest
 import torch
 
 from dpgym import Budget, Column, ColumnKind, Guarantee, Schema
-from dpgym import calibrate_gaussian, reaccount
+from dpgym.privacy.reaccount import reaccount
+from dpgym.privacy import calibrate_gaussian
 from dpgym.plugins.generators import dp_merf
 from dpgym.plugins.generators.dp_merf.model import FeatureMap, embedding_release, l2_sensitivity
 from dpgym.plugins.nn.tabular import LabelledLayout
@@ -97,9 +98,9 @@ def test_ledger_is_one_gaussian_release_that_reaccounts(adult_rows, adult_schema
     gen = dp_merf.SPEC.build(SMALL)
     ledger = gen.fit(adult_rows, adult_schema, budget, seed=0)
     (entry,) = ledger.entries
-    assert entry.mechanism == "gaussian" and ledger.guarantee is Guarantee.FORMAL
-    assert entry.params["l2_sensitivity"] == pytest.approx(math.sqrt(3))
-    assert entry.params["sigma"] == pytest.approx(math.sqrt(3) * calibrate_gaussian(1.0, 1e-5))
+    assert entry.type == "gaussian" and ledger.guarantee is Guarantee.FORMAL
+    assert entry.event.l2_sensitivity == pytest.approx(math.sqrt(3))
+    assert entry.event.sigma == pytest.approx(math.sqrt(3) * calibrate_gaussian(1.0, 1e-5))
     check = reaccount(ledger, budget)
     assert check.verdict == "ok" and check.epsilon <= 1.0 + 0.02
 

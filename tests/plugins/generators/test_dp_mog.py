@@ -9,7 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dpgym import Budget, Column, ColumnKind, Guarantee, Schema, gaussian_epsilon
+from dpgym import Budget, Column, ColumnKind, Guarantee, Schema
+from dpgym.privacy import gaussian_epsilon
 from dpgym.privacy.reaccount import reaccount
 from dpgym.plugins.generators.dp_mog import SPEC
 from dpgym.plugins.generators.dp_mog.model import (
@@ -65,8 +66,8 @@ def test_ledger_has_one_gaussian_entry_per_release_and_reaccounts_within_the_cla
     ledger = gen.fit(blobs(2000), SCHEMA, budget, seed=0)
     assert ledger.guarantee is Guarantee.FORMAL and ledger.composition == "gdp"
     assert len(ledger.entries) == 3 * 4
-    assert {e.mechanism for e in ledger.entries} == {"gaussian"}
-    assert all(e.params["l2_sensitivity"] == 1.0 and e.params["sigma"] == gen.noise_multiplier_ for e in ledger.entries)
+    assert {e.type for e in ledger.entries} == {"gaussian"}
+    assert all(e.event.l2_sensitivity == 1.0 and e.event.sigma == gen.noise_multiplier_ for e in ledger.entries)
     check = reaccount(ledger, budget)
     assert check.verdict == "ok"
     assert check.epsilon == pytest.approx(budget.epsilon, rel=1e-9)  # exact composition: the whole budget

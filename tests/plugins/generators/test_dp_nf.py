@@ -120,10 +120,10 @@ def test_private_fit_reaccounts_and_records_the_gdp_figure_as_approximate():
     ledger = gen.fit(ring(2000), SCHEMA, budget, seed=0)
     assert ledger.guarantee is Guarantee.FORMAL and ledger.composition == "prv"
     (entry,) = ledger.entries
-    assert entry.mechanism == "subsampled_gaussian" and entry.params["steps"] == gen.steps_ == 40
-    assert entry.params["clipping"] == "flat" and entry.params["clip_norm"] == 12.0
-    assert entry.params["epsilon_gdp_clt_poisson"] < ledger.epsilon  # reported beside, never claimed
-    assert "approximation" in entry.params["epsilon_gdp_clt_note"]
+    assert entry.type == "subsampled_gaussian" and entry.event.steps == gen.steps_ == 40
+    assert entry.details["clipping"] == "flat" and entry.event.clip_norm == 12.0
+    assert entry.details["epsilon_gdp_clt_poisson"] < ledger.epsilon  # reported beside, never claimed
+    assert "approximation" in entry.details["epsilon_gdp_clt_note"]
     check = reaccount(ledger, budget)
     assert check.verdict == "ok" and check.epsilon <= budget.epsilon
 
@@ -133,7 +133,7 @@ def test_gmm_prior_is_charged_to_the_same_budget():
     gen = SPEC.build({**SMALL, "prior": "dp_mog", "prior_components": 2, "prior_iterations": 3})
     budget = Budget(1.0, 1e-5)
     ledger = gen.fit(ring(2000), SCHEMA, budget, seed=0)
-    assert [e.mechanism for e in ledger.entries] == ["gaussian"] * 9 + ["subsampled_gaussian"]
+    assert [e.type for e in ledger.entries] == ["gaussian"] * 9 + ["subsampled_gaussian"]
     check = reaccount(ledger, budget)
     assert check.verdict == "ok" and ledger.epsilon <= budget.epsilon
     alone = SPEC.build(SMALL)

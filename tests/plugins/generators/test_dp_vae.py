@@ -32,8 +32,8 @@ def test_ledger_is_one_flat_clipped_phase_spending_the_budget(fits):
     _, ledger = fits["a"]
     (entry,) = ledger.entries
     assert ledger.guarantee is Guarantee.FORMAL
-    assert entry.params["steps"] == 15 and entry.params["clipping"] == "flat"
-    assert entry.params["sample_rate"] == pytest.approx(64 / 1500)
+    assert entry.event.steps == 15 and entry.details["clipping"] == "flat"
+    assert entry.event.sample_rate == pytest.approx(64 / 1500)
     assert 0.5 * 0.99 <= ledger.epsilon <= 0.5
     assert reaccount(ledger, Budget(0.5, 1e-5)).verdict == "ok"
 
@@ -71,7 +71,7 @@ def test_sap_architecture_trains_at_the_published_noise_until_the_budget_is_spen
     gen = SPEC.build({**SAP, "steps": 40})
     ledger = gen.fit(rows, adult_schema, Budget(0.51, 1e-5), seed=0)
     (entry,) = ledger.entries
-    assert entry.params["steps"] == 40 and entry.params["noise_multiplier"] <= 4.0
+    assert entry.event.steps == 40 and entry.event.noise_multiplier <= 4.0
     assert reaccount(ledger, Budget(0.51, 1e-5)).verdict == "ok"
     assert {k for k, v in vars(gen).items() if isinstance(v, nn.Module)} == {"encoder_", "decoder_"}
     sample = gen.sample(300, seed=1)
@@ -86,8 +86,8 @@ def test_published_noise_stops_where_the_budget_runs_out(rows, adult_schema):
     gen = SPEC.build({**SAP, "steps": 100_000})
     ledger = gen.fit(rows.iloc[:1500], adult_schema, Budget(0.36, 1e-5), seed=0)
     (entry,) = ledger.entries
-    assert 10 < entry.params["steps"] < 100_000
-    assert entry.params["noise_multiplier"] == pytest.approx(5.0, rel=0.02)
+    assert 10 < entry.event.steps < 100_000
+    assert entry.event.noise_multiplier == pytest.approx(5.0, rel=0.02)
     assert 0.36 * 0.99 <= ledger.epsilon <= 0.36
 
 

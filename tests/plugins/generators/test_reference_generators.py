@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from dpgym import Budget
-from dpgym import reaccount
+from dpgym.privacy.reaccount import reaccount
 from dpgym.schema import Column, ColumnKind, Schema
 from dpgym.plugins.generators.independent import SPEC as INDEPENDENT
 from dpgym.plugins.generators.real import Real
@@ -95,7 +95,7 @@ def test_independent_ledger_reaccounts_at_the_budget(adult_split, adult_schema, 
     generator = INDEPENDENT.build({"mechanism": mechanism})
     ledger = generator.fit(adult_split.train, adult_schema, Budget(0.5, 1e-5), seed=0)
     (entry,) = ledger.entries
-    sensitivity = entry.params.get("l2_sensitivity", entry.params.get("l1_sensitivity"))
+    sensitivity = entry.event.l2_sensitivity if mechanism == "gaussian" else entry.event.l1_sensitivity
     assert sensitivity == pytest.approx(math.sqrt(15) if mechanism == "gaussian" else 15)
     check = reaccount(ledger, Budget(0.5, 1e-5))
     assert check.verdict == "ok" and check.epsilon == pytest.approx(0.5, abs=5e-3)

@@ -6,7 +6,7 @@ import pickle
 import pytest
 
 from dpgym import Budget, Guarantee
-from dpgym import reaccount
+from dpgym.privacy.reaccount import reaccount
 from dpgym.plugins.learners.dpsgd_lr.model import DPSGDLR
 
 
@@ -21,9 +21,9 @@ def fitted(toy_split, toy_schema):
 def test_ledger_records_poisson_subsampled_gaussian_at_clip_one(fitted):
     _, ledger = fitted
     (entry,) = ledger.entries
-    assert ledger.guarantee is Guarantee.FORMAL and entry.mechanism == "subsampled_gaussian"
-    assert entry.params["sampling"] == "poisson" and entry.params["clip_norm"] == 1.0
-    assert entry.params["clipping"].startswith("flat")
+    assert ledger.guarantee is Guarantee.FORMAL and entry.type == "subsampled_gaussian"
+    assert entry.details["sampling"] == "poisson" and entry.event.clip_norm == 1.0
+    assert entry.details["clipping"].startswith("flat")
     assert 0.99 <= ledger.epsilon <= 1.0  # PRV calibration to within ε/100 below the target
     assert reaccount(ledger, Budget(1.0, 1e-5)).verdict == "ok"
 

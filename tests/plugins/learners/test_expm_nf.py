@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from dpgym import Budget, Guarantee
-from dpgym import reaccount
+from dpgym.privacy.reaccount import reaccount
 from dpgym.plugins.learners.expm_nf_lr.model import ExpMNFLR
 from dpgym.plugins.learners.logistic import summed_l2
 
@@ -40,7 +40,7 @@ def test_ledger_is_nominal_and_reaccounts_to_the_budget(toy_split, toy_schema):
     ledger = learner.fit(toy_split.train, toy_schema, Budget(0.5, 1e-5), seed=0)
     assert ledger.guarantee is Guarantee.NOMINAL and ledger.delta == 0
     (entry,) = ledger.entries
-    assert entry.mechanism == "exponential" and entry.params["inverse_temperature"] == 0.25
+    assert entry.type == "exponential" and entry.event.inverse_temperature == 0.25
     check = reaccount(ledger, Budget(0.5, 1e-5))
     assert check.verdict == "ok" and math.isclose(check.epsilon, 0.5)
 

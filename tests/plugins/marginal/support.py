@@ -8,7 +8,7 @@ import pandas as pd
 
 from dpgym import Budget, Column, ColumnKind, LedgerEntry, MetricContext, MetricResult, Schema
 from dpgym.plugins.generators import independent
-from dpgym.plugins.marginal.accounting import gaussian_rho, selection_rho
+from dpgym.privacy import gaussian_rho, selection_rho
 from dpgym.plugins.metrics.fidelity.compute import evaluate as fidelity
 
 CORRELATED_SCHEMA = Schema(
@@ -59,6 +59,6 @@ def kendall_gap(result: MetricResult, pair: str) -> float:
 
 def entry_rho(entry: LedgerEntry) -> float:
     """The ρ a `gaussian` or `exponential` ledger entry spends, from its parameters."""
-    if entry.mechanism == "gaussian":
-        return gaussian_rho(entry.params["sigma"] / entry.params["l2_sensitivity"])
-    return selection_rho(2 * entry.params["inverse_temperature"] * entry.params["utility_sensitivity"])
+    if entry.type == "gaussian":
+        return gaussian_rho(entry.event.sigma / entry.event.l2_sensitivity)
+    return selection_rho(2 * entry.event.inverse_temperature * entry.event.utility_sensitivity)

@@ -9,9 +9,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from dpgym import Budget, reaccount
+from dpgym import Budget
+from dpgym.privacy.reaccount import reaccount
 from dpgym.plugins.generators import aim
-from dpgym.plugins.marginal.accounting import total_rho
+from dpgym.privacy import total_rho
 from dpgym.plugins.datasets import adult
 from dpgym.plugins.marginal.domain import TableDomain
 from dpgym.plugins.marginal.model import Measurements, estimate, marginal_counts, model_domain, model_size_mb
@@ -36,8 +37,8 @@ def test_the_rounds_spend_exactly_the_cells_budget(fitted):
     assert ledger.epsilon == pytest.approx(checked.epsilon, rel=1e-9)
     d = len(CORRELATED_SCHEMA.columns)
     oneway, rounds = ledger.entries[:d], ledger.entries[d:]
-    assert [e.mechanism for e in oneway] == ["gaussian"] * d
-    assert [e.mechanism for e in rounds] == ["exponential", "gaussian"] * (len(rounds) // 2)
+    assert [e.type for e in oneway] == ["gaussian"] * d
+    assert [e.type for e in rounds] == ["exponential", "gaussian"] * (len(rounds) // 2)
     assert sum(entry_rho(e) for e in ledger.entries) == pytest.approx(total_rho(1.0, 1e-5), rel=1e-9)
     # every round, the last too, measures with 9 parts of its budget to 1 for selecting (α = 0.9)
     for selection, measurement in zip(rounds[::2], rounds[1::2]):
@@ -46,7 +47,7 @@ def test_the_rounds_spend_exactly_the_cells_budget(fitted):
 
 def test_annealing_only_halves_the_noise_before_the_last_round(fitted):
     _, ledger = fitted
-    sigmas = [e.params["sigma"] for e in ledger.entries if e.mechanism == "gaussian"]
+    sigmas = [e.event.sigma for e in ledger.entries if e.type == "gaussian"]
     ratios = [before / after for before, after in zip(sigmas[:-2], sigmas[1:-1])]
     assert all(r == pytest.approx(1.0) or r == pytest.approx(2.0) for r in ratios)
     assert any(r == pytest.approx(2.0) for r in ratios)  # on this table the model stalls at the first σ

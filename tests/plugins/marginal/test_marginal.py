@@ -10,8 +10,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from dpgym import Column, ColumnKind, Schema, zcdp_epsilon
-from dpgym.plugins.marginal.accounting import exponential_mechanism, total_rho
+from dpgym import Column, ColumnKind, Schema
+from dpgym.privacy import zcdp_epsilon
+from dpgym.privacy import exponential_mechanism, total_rho
 from dpgym.plugins.marginal.domain import TableDomain
 from dpgym.plugins.marginal.model import ModelMarginals, mbi  # mbi as configured there (64-bit JAX)
 

@@ -9,9 +9,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from dpgym import Budget, reaccount
+from dpgym import Budget
+from dpgym.privacy.reaccount import reaccount
 from dpgym.plugins.generators import mst
-from dpgym.plugins.marginal.accounting import total_rho
+from dpgym.privacy import total_rho
 from tests.plugins.marginal.support import (
     CORRELATED_SCHEMA, correlated_table, entry_rho, fidelity_beside_independent, kendall_gap,
 )
@@ -34,12 +35,12 @@ def test_the_ledger_spends_the_cells_epsilon_in_three_equal_parts(fitted):
     assert checked.verdict == "ok" and checked.epsilon == pytest.approx(BUDGET.epsilon, rel=1e-6)
     assert ledger.epsilon == pytest.approx(checked.epsilon, rel=1e-9)
     d = len(CORRELATED_SCHEMA.columns)
-    kinds = [e.mechanism for e in ledger.entries]
+    kinds = [e.type for e in ledger.entries]
     assert kinds == ["gaussian"] * d + ["exponential"] * (d - 1) + ["gaussian"] * (d - 1)
     phases = [ledger.entries[:d], ledger.entries[d:2 * d - 1], ledger.entries[2 * d - 1:]]
     for phase in phases:  # 1-way marginals, the tree's edges drawn, its 2-way marginals
         assert sum(entry_rho(e) for e in phase) == pytest.approx(total_rho(1.0, 1e-5) / 3, rel=1e-9)
-    assert all(e.params["utility_sensitivity"] == 1.0 for e in phases[1])
+    assert all(e.event.utility_sensitivity == 1.0 for e in phases[1])
 
 
 def test_the_domain_and_the_ledger_do_not_depend_on_the_rows(fitted):

@@ -16,7 +16,8 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from dpgym import Budget, ColumnKind, Guarantee, Ledger, LedgerEntry, Schema, calibrate_gaussian
+from dpgym import Budget, ColumnKind, GaussianEvent, Guarantee, Ledger, Schema
+from dpgym.privacy import calibrate_gaussian
 
 
 class DPGaussianCopula:
@@ -49,9 +50,8 @@ class DPGaussianCopula:
             eps_m, eps_c = budget.epsilon * self.marginal_share, budget.epsilon * (1 - self.marginal_share)
             sigma_m = calibrate_gaussian(eps_m, budget.delta / 2) * math.sqrt(d)
             counts = [c + rng.normal(0, sigma_m, c.shape) for c in counts]
-            ledger.record(LedgerEntry("gaussian", eps_m, budget.delta / 2,
-                                      {"l2_sensitivity": math.sqrt(d), "sigma": sigma_m},
-                                      "analytic Gaussian", f"{d} marginal histograms"))
+            ledger.record(GaussianEvent(l2_sensitivity=math.sqrt(d), sigma=sigma_m), epsilon=eps_m,
+                          delta=budget.delta / 2, accountant="analytic Gaussian", description=f"{d} marginal histograms")
         self.cdfs_ = [np.cumsum(_normalise(c)) for c in counts]
         # normal scores of each row from the (already released) noisy marginals: post-processing
         scores = np.column_stack([
@@ -65,9 +65,9 @@ class DPGaussianCopula:
             sigma_c = calibrate_gaussian(eps_c, budget.delta / 2) * sensitivity
             noise = rng.normal(0, sigma_c, s.shape)
             s = s + np.triu(noise) + np.triu(noise, 1).T  # symmetric noise: one release of the upper triangle
-            ledger.record(LedgerEntry("gaussian", eps_c, budget.delta / 2,
-                                      {"l2_sensitivity": sensitivity, "sigma": sigma_c},
-                                      "analytic Gaussian", "sum of outer products of clipped normal scores"))
+            ledger.record(GaussianEvent(l2_sensitivity=sensitivity, sigma=sigma_c), epsilon=eps_c,
+                          delta=budget.delta / 2, accountant="analytic Gaussian",
+                          description="sum of outer products of clipped normal scores")
         self.correlation_ = _nearest_correlation(s)
         return ledger
 

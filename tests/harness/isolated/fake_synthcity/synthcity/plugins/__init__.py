@@ -9,7 +9,7 @@ import json
 import os
 from types import SimpleNamespace
 
-from dpgym.privacy.reaccount import zcdp_epsilon
+from dpgym.privacy.zcdp import zcdp_epsilon
 
 
 def _rho_for(epsilon, delta):

@@ -1,0 +1,46 @@
+# The plugin contract, each name once; `dpgym/__init__.py` loads them lazily from here.
+from .audit import Finding, clopper_pearson
+from .cache import computed_once, digest
+from .datafiles import REPO_DATA, DatasetUnavailable, combined_checksum, data_root, files_availability, sha256_of, verified
+from .encoding import TableEncoder, levels, missing_rows
+from .hookspecs import DPGYM_API_VERSION, hookimpl
+from .inference import PARQUET_SUFFIXES, UnreviewedSchemaWarning, read_table
+from .isolation import Environment, isolated_spec
+from .privacy.budget import Budget, Guarantee
+from .privacy.events import (
+    Adjacency,
+    EventError,
+    ExponentialEvent,
+    GaussianEvent,
+    LaplaceEvent,
+    NonPrivateEvent,
+    PrivacyEvent,
+    SubsampledGaussianEvent,
+    ZcdpEvent,
+)
+from .privacy.ledger import Ledger, LedgerEntry, PrivacyViolation
+from .schema import Column, ColumnKind, Schema, SchemaError
+from .specs import (
+    AuditedLearner,
+    Capability,
+    CellInfo,
+    CellResult,
+    DatasetSpec,
+    Deferred,
+    DensityModel,
+    Direction,
+    Generator,
+    GeneratorSpec,
+    Learner,
+    LearnerSpec,
+    MetricContext,
+    MetricResult,
+    MetricSpec,
+    Model,
+    SpecError,
+    SpecLookup,
+    Split,
+)
+from .threads import cell_threads
+
+__version__: str
