@@ -11,9 +11,9 @@ import time
 import pytest
 
 from dpgym import Budget
-from dpgym.cell import PeakRss
 from dpgym.plugins.datasets import adult
 from dpgym.plugins.generators import dp_cgan, dp_merf
+from dpgym.run.cell import PeakRss
 
 LIMIT_SECONDS = 300
 

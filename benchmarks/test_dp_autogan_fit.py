@@ -14,9 +14,9 @@ import time
 import pytest
 
 from dpgym import Budget
-from dpgym.cell import PeakRss
 from dpgym.plugins.datasets import adult
 from dpgym.plugins.generators.dp_autogan import SPEC
+from dpgym.run.cell import PeakRss
 
 TARGET_SECONDS = 15 * 60
 

@@ -16,13 +16,13 @@ from pathlib import Path
 
 import pytest
 
-from dpgym.threads import cpu_count
+from dpgym.data.splits import load_split
 from dpgym.registry import Registry
-from dpgym.cell import load_split
-from dpgym.runner import run_suite
-from dpgym.store import RunStore
-from dpgym.suite import Settings, load_suite
-from dpgym.worker import start_forkserver
+from dpgym.results.store import RunStore
+from dpgym.run.runner import run_suite
+from dpgym.run.suite import Settings, load_suite
+from dpgym.run.threads import cpu_count
+from dpgym.run.worker import start_forkserver
 
 SEEDS = 4
 CONFIGS = {"serial": Settings(executor="serial"), "1 worker": Settings(executor="processes", workers=1),

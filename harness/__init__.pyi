@@ -1,11 +1,19 @@
 # The plugin contract, each name once; `dpgym/__init__.py` loads them lazily from here.
-from .audit import Finding, clopper_pearson
-from .cache import computed_once, digest
-from .datafiles import REPO_DATA, DatasetUnavailable, combined_checksum, data_root, files_availability, sha256_of, verified
-from .encoding import TableEncoder, levels, missing_rows
+from .audit.learners import Finding
+from .audit.statistics import clopper_pearson
+from .data.cache import computed_once, digest
+from .data.datafiles import (
+    REPO_DATA,
+    DatasetUnavailable,
+    combined_checksum,
+    data_root,
+    files_availability,
+    sha256_of,
+    verified,
+)
+from .data.encoding import TableEncoder, levels, missing_rows
+from .data.inference import PARQUET_SUFFIXES, UnreviewedSchemaWarning, read_table
 from .hookspecs import DPGYM_API_VERSION, hookimpl
-from .inference import PARQUET_SUFFIXES, UnreviewedSchemaWarning, read_table
-from .isolation import Environment, isolated_spec
 from .privacy.budget import Budget, Guarantee
 from .privacy.events import (
     Adjacency,
@@ -19,6 +27,8 @@ from .privacy.events import (
     ZcdpEvent,
 )
 from .privacy.ledger import Ledger, LedgerEntry, PrivacyViolation
+from .run.isolation import Environment, isolated_spec
+from .run.threads import cell_threads
 from .schema import Column, ColumnKind, Schema, SchemaError
 from .specs import (
     AuditedLearner,
@@ -41,6 +51,5 @@ from .specs import (
     SpecLookup,
     Split,
 )
-from .threads import cell_threads
 
 __version__: str

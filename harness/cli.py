@@ -13,7 +13,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from dpgym.suite import DEVICES, EXECUTORS
+from dpgym.run.suite import DEVICES, EXECUTORS
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -52,7 +52,7 @@ def build_parser() -> argparse.ArgumentParser:
     audit.add_argument("--epsilons", required=True, help="comma-separated claimed ε values (finite)")
     audit.add_argument("--delta", type=float, default=1e-5, help="δ (default 1e-5)")
     audit.add_argument("--fits", type=int, default=200,
-                       help="fits per audit (default 200; docs/privacy.md#empirical-audit recommends per cost)")
+                       help="fits per audit (default 200; docs/privacy.md#empirical-audits recommends per cost)")
     audit.add_argument("--canaries", type=int, default=0,
                        help="one-run audit: this many canaries in a single fit instead of the game (--fits is unused)")
     audit.add_argument("--audit-rows", type=int, default=1000, help="rows of D (default 1000)")

@@ -12,24 +12,22 @@ import json
 import sys
 from collections.abc import Callable
 from dataclasses import replace
-from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 from rich.table import Table
 
-from dpgym.datafiles import DatasetUnavailable
-from dpgym.grid import check_builds, default_metrics, expand
-from dpgym.inference import UnreadableTable, draft_toml, infer_schema, read_table
-from dpgym.preflight import InputError, check_datasets, check_out
-from dpgym.references import ReferenceError, known_references, load_reference
+from dpgym.data.datafiles import DatasetUnavailable
+from dpgym.data.inference import UnreadableTable, draft_toml, infer_schema, read_table
 from dpgym.registry import PluginError, Provided, Registry
-from dpgym.scaffold import ScaffoldError, new_plugin
-from dpgym.schema import SchemaError
-from dpgym.specs import Direction, SpecError
-from dpgym.store import RunStore, StoreError, runs_again, write_json_atomic
-from dpgym.suite import (
+from dpgym.results.references import ReferenceError, known_references, load_reference
+from dpgym.results.store import RunStore, StoreError, runs_again, write_json_atomic
+from dpgym.run.grid import check_builds, default_metrics, expand
+from dpgym.run.pipeline import Run, stored_manifest
+from dpgym.run.preflight import InputError, check_datasets, check_out
+from dpgym.run.suite import (
     MethodConfig,
+    Plan,
     Settings,
     Suite,
     SuiteError,
@@ -38,11 +36,12 @@ from dpgym.suite import (
     parse_epsilon,
     parse_memory,
     parse_timeout,
-    suite_from_dict,
 )
+from dpgym.scaffold import ScaffoldError, new_plugin
+from dpgym.schema import SchemaError
+from dpgym.specs import Direction, SpecError
 
 UNLIMITED = 10**4  # a width no table of `dpgym list` reaches
-OUTPUTS_STAMP = "outputs.json"  # in a run directory: what its leaderboard and report were built from
 USER_ERRORS = (PluginError, SchemaError, SpecError, SuiteError, DatasetUnavailable, ScaffoldError, InputError,
                UnreadableTable, ReferenceError)
 
@@ -130,38 +129,26 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
 
 
 def metric_directions(registry: Registry) -> dict[str, Direction]:
-    from dpgym.report.build import metric_info
+    from dpgym.results.leaderboard import metric_info
 
     return metric_info(registry)[0]
 
 
-def manifest_suite(run_dir: Path) -> Suite:
-    """The suite last run into `run_dir`, as its manifest records it."""
-    return suite_from_dict(RunStore(run_dir).manifest()["suite"], str(run_dir / "run.json"))
+def show_leaderboard(run: Run, console: Console) -> None:
+    """Write the run's leaderboard files and print their compact form: a few headline values per row
+    and the overall ranking; the full table (every metric, with intervals) is in leaderboard.md and
+    the report."""
+    from dpgym.results.render import save_leaderboard, terminal_summary
 
-
-def suite_keys(run_dir: Path, registry: Registry) -> set[str]:
-    """Keys of the cells of the suite last run into `run_dir` (its manifest)."""
-    return {cell.key for cell in expand(manifest_suite(run_dir), registry)}
-
-
-def show_leaderboard(run_dir: Path, registry: Registry, console: Console, keys: set[str],
-                     headline: tuple[str, ...] | None) -> None:
-    """Write the leaderboard files of the cells in `keys` and print their compact form: a few headline
-    values per row and the overall ranking; the full table (every metric, with intervals) is in
-    leaderboard.md and the report."""
-    from dpgym.leaderboard import build_leaderboard, save_leaderboard, terminal_summary
-    from dpgym.report.build import generator_independent_values
-
-    board = build_leaderboard(run_dir, metric_directions(registry), keys, generator_independent_values(registry))
-    save_leaderboard(run_dir, board)
-    for table in terminal_summary(board, headline):
+    board = run.leaderboard()
+    save_leaderboard(run.store, board)
+    for table in terminal_summary(board, run.suite.headline):
         console.print(table)
     console.print(board.ranking.statement, markup=False, soft_wrap=True)
     ranks = [f"{e['generator']} #{e['rank']:.0f}" for e in board.ranking.generators if e["rank"] == e["rank"]]
     if ranks:
         console.print("overall: " + ", ".join(ranks), markup=False, soft_wrap=True)
-    console.print(f"leaderboard (every metric, with 95% intervals): {run_dir / 'leaderboard.md'} "
+    console.print(f"leaderboard (every metric, with 95% intervals): {run.store.leaderboard_path('md')} "
                   f"(and .csv, .json)", markup=False, soft_wrap=True)
 
 
@@ -218,16 +205,18 @@ def cmd_list(registry: Registry, console: Console) -> None:
     show(mets)
 
 
-def check_run(suite: Suite, registry: Registry, err: Console, store: RunStore, retry_failed: bool) -> None:
+def check_run(run: Run, err: Console, retry_failed: bool) -> None:
     """What a run checks before its first cell, a dry run too: the grid (names, hyper-parameters'
-    names and types; the runner builds each plugin before its first cell, which checks their values)
-    and every dataset with a cell still to run, loaded once against its schema (a finished run
-    resumed loads none). Warnings (an unreviewed schema) print once."""
-    pending = [cell for cell in expand(suite, registry) if runs_again(store.finished(cell.key), retry_failed)]
+    names and types, checked when it was expanded; the runner builds each plugin before its first cell,
+    which checks their values) and every dataset with a cell still to run, loaded once against its
+    schema (a finished run resumed loads none). Warnings (an unreviewed schema) print once."""
+    stored = run.stored()
+    pending = [cell for cell in run.cells if runs_again(stored[cell.key], retry_failed)]
     datasets = {cell.dataset for cell in pending}
+    suite = run.suite
     dataset_warnings = check_datasets(replace(suite, datasets=tuple(d for d in suite.datasets if d in datasets)),
-                                      registry) if pending else []
-    notes = left_out_metrics(suite, registry) if suite.metrics is None else []
+                                      run.registry) if pending else []
+    notes = left_out_metrics(suite, run.registry) if suite.metrics is None else []
     for note in dataset_warnings:
         err.print(f"dpgym: warning: {note}", markup=False, soft_wrap=True)
     for note in notes:  # after the checks, so that a bad input stays a single error line
@@ -250,67 +239,51 @@ def left_out_metrics(suite: Suite, registry: Registry) -> list[str]:
     return lines
 
 
-def outputs_stamp(run_dir: Path, keys: set[str], suite: Suite) -> dict[str, Any]:
-    """What the leaderboard and report of `run_dir` were built from: the suite, each cell's result file
-    (by modification time), and the software. Equal stamps: the outputs are current."""
-    manifest = RunStore(run_dir).manifest()
-    results = {key: (run_dir / "cells" / key / "result.json") for key in sorted(keys)}
-    return {"suite": {**suite.to_dict(), "settings": None},
-            "cells": {key: path.stat().st_mtime_ns if path.exists() else None for key, path in results.items()},
-            "packages": manifest["packages"], "git_revision": manifest["git_revision"]}
+def outputs_current(store: RunStore, stamp: dict[str, Any]) -> bool:
+    """Whether the run directory's leaderboard and report were built from what `stamp` describes."""
+    return (all(p.exists() for p in store.outputs()) and store.outputs_stamp.exists()
+            and json.loads(store.outputs_stamp.read_text()) == stamp)
 
 
-def outputs_current(run_dir: Path, stamp: dict[str, Any]) -> bool:
-    path = run_dir / OUTPUTS_STAMP
-    outputs = [run_dir / name for name in ("leaderboard.md", "leaderboard.csv", "leaderboard.json", "report.html")]
-    return all(p.exists() for p in outputs) and path.exists() and json.loads(path.read_text()) == stamp
-
-
-def likely_finished(run_dir: Path, suite: Suite) -> bool:
-    """Before the plugins load, whether resuming `run_dir` has nothing left to run: the same suite and as
-    many results as the grid has cells. Only saves the start of worker processes; the run itself decides."""
-    try:
-        manifest = RunStore(run_dir).manifest()
-    except StoreError:
+def likely_finished(store: RunStore, manifest: dict[str, Any] | None, suite: Suite) -> bool:
+    """Before the plugins load, whether resuming the run directory has nothing left to run: the same
+    suite (`manifest`, its run.json as read) and as many results as the grid has cells. Only saves the
+    start of worker processes; the run itself decides."""
+    if manifest is None or not suite.same_grid(manifest["suite"]):
         return False
-    size = (len(suite.generators) + len(suite.learners)) * len(suite.datasets) * len(suite.epsilons) * len(suite.seeds)
-    done = sum(1 for _ in (run_dir / "cells").glob("*/result.json"))
-    return {**manifest["suite"], "settings": None} == {**suite.to_dict(), "settings": None} and done >= size
+    return sum(1 for _ in store.cells.glob("*/" + store.result_path("").name)) >= suite.size
 
 
-def cmd_run(args: argparse.Namespace, suite: Suite, registry: Registry, console: Console) -> None:
+def cmd_run(args: argparse.Namespace, run: Run, console: Console) -> None:
     from dpgym.report import write_report
-    from dpgym.runner import run_suite
+    from dpgym.run.runner import run_grid
 
-    store = RunStore(args.out)
-    summary = run_suite(suite, store, registry, retry_failed=args.retry_failed, show_progress=not args.no_progress,
-                        settings=settings_from_args(args))
+    summary = run_grid(run, retry_failed=args.retry_failed, show_progress=not args.no_progress)
     console.print(
         f"{summary.total} cells: {summary.ok} ran ok, {summary.skipped} already done, "
         f"{summary.failed} failed, {summary.unavailable} unavailable"
     )
     for message in summary.messages or []:
         console.print(f"  [yellow]{message}[/yellow]", markup=True, highlight=False)
-    keys = suite_keys(args.out, registry)
-    stamp = outputs_stamp(args.out, keys, suite)
-    if summary.skipped == summary.total and outputs_current(args.out, stamp):
-        console.print(f"nothing new since the last run: {args.out / 'leaderboard.md'} and "
-                      f"{args.out / 'report.html'} are current", markup=False, soft_wrap=True)
+    stamp = run.outputs_stamp()
+    if summary.skipped == summary.total and outputs_current(run.store, stamp):
+        console.print(f"nothing new since the last run: {run.store.leaderboard_path('md')} and "
+                      f"{run.store.report_path} are current", markup=False, soft_wrap=True)
         return
-    show_leaderboard(args.out, registry, console, keys, suite.headline)
-    console.print(f"report: {write_report(args.out, registry, keys=keys)}")
-    write_json_atomic(args.out / OUTPUTS_STAMP, stamp)
+    show_leaderboard(run, console)
+    console.print(f"report: {write_report(run)}")
+    write_json_atomic(run.store.outputs_stamp, stamp)
 
 
-def cmd_plan(args: argparse.Namespace, suite: Suite, registry: Registry, console: Console) -> None:
+def cmd_plan(args: argparse.Namespace, run: Run, console: Console) -> None:
     """What `run` would do, without a lock, a manifest or a cell: the grid expanded and checked, and
     per generator and dataset the cells to run and those already done in the run directory."""
-    store = RunStore(args.out)
+    suite, store, registry, stored = run.suite, run.store, run.registry, run.stored()
     counts: dict[tuple[str, str], dict[str, int]] = {}
-    for cell in expand(suite, registry):
-        finished = store.finished(cell.key)
+    for cell in run.cells:
+        finished = stored[cell.key]
         row = counts.setdefault((cell.method.display, cell.dataset), {"to run": 0, "done": 0, "done, failed": 0})
-        row["to run" if runs_again(finished, args.retry_failed) else "done" if finished["status"] == "ok"
+        row["to run" if runs_again(finished, args.retry_failed) else "done" if finished.ok
             else "done, failed"] += 1
     table = Table("generator", "dataset", "to run", "done", "done, failed", title=f"{suite.name} into {store.root}")
     for (label, dataset), row in counts.items():
@@ -327,11 +300,11 @@ def cmd_plan(args: argparse.Namespace, suite: Suite, registry: Registry, console
 
 
 def cmd_audit(args: argparse.Namespace, registry: Registry, console: Console, err: Console) -> None:
-    """Audit each generator × dataset × ε (docs/privacy.md#empirical-audit): a table of ε lower bounds
+    """Audit each generator × dataset × ε (docs/privacy.md#empirical-audits): a table of ε lower bounds
     beside the claims, each audit's fits and scores under DIR/audits/<key>/, and DIR/audits.json, the
     index of every audit in DIR."""
-    from dpgym.canary_audit import GUESS_COUNTS
-    from dpgym.generator_audit import AuditOptions, run_audits
+    from dpgym.audit.canary import GUESS_COUNTS
+    from dpgym.audit.game import AuditOptions, run_audits
 
     if args.canaries:
         if args.canaries < 2 * min(GUESS_COUNTS):
@@ -377,7 +350,7 @@ def cmd_audit(args: argparse.Namespace, registry: Registry, console: Console, er
         if s["status"] != "ok":
             console.print(f"  {s['generator']} × {s['dataset']} × ε={s['epsilon_claimed']:g}: {s['error']}",
                           markup=False, soft_wrap=True)
-    console.print(f"audits: {args.out / 'audits.json'}", markup=False, soft_wrap=True)
+    console.print(f"audits: {RunStore(args.out).audits_index}", markup=False, soft_wrap=True)
 
 
 def _audited_columns(args: argparse.Namespace, cells: list[Any], registry: Registry) -> list[str]:
@@ -395,39 +368,41 @@ def _audited_columns(args: argparse.Namespace, cells: list[Any], registry: Regis
 def cmd_compare(args: argparse.Namespace, registry: Registry, console: Console) -> None:
     """Each reference's published figures against the run's cells (those of the suite last run into it):
     a table per reference, and RUN_DIR/compare-NAME.md and .json."""
-    from dpgym.compare import check_claims, compare, run_cells, status_counts, terminal_tables, write_comparison
+    from dpgym.results.compare import check_claims, compare, run_cells, status_counts, terminal_tables, write_comparison
 
-    names = _csv(args.reference) if args.reference is not None else list(manifest_suite(args.run_dir).references)
-    if not names:
+    # references named on the command line are each validated before the run is read
+    references = [load_reference(name) for name in _csv(args.reference)] if args.reference is not None else None
+    run = Run.open(RunStore(args.run_dir), registry)
+    if references is None:
+        references = [load_reference(name) for name in run.suite.references]
+    if not references:
         raise ReferenceError(f"name the references to compare with: --reference NAME[,NAME] (known: "
                              f"{', '.join(known_references())}), or list them in the suite's 'references'")
-    references = [load_reference(name) for name in names]  # every file validated before any work
     directions = metric_directions(registry)
-    cells = run_cells(args.run_dir, directions, suite_keys(args.run_dir, registry))
+    cells = run_cells(run.results(), directions)
     for reference in references:
         rows, claims = compare(reference, cells, directions), check_claims(reference, cells, directions)
         for table in terminal_tables(reference, rows, claims):
             console.print(table)
-        markdown, data = write_comparison(args.run_dir, reference, rows, claims)
+        markdown, data = write_comparison(run.store, reference, rows, claims)
         console.print(f"{reference.name}: {status_counts(rows, claims)}; {markdown} (and {data.name})", markup=False,
                       soft_wrap=True)
 
 
 def cmd_check(args: argparse.Namespace, registry: Registry, console: Console) -> int:
     """0: no regression; 1: a metric or privacy regression (listed); errors raise (exit 2)."""
-    from dpgym.check import compare, load_baseline, stale_results, summarise, write_baseline
+    from dpgym.results.check import compare, load_baseline, stale_results, summarise, write_baseline
 
     if not 0 < args.alpha < 1:
         raise SuiteError(f"--alpha must lie in (0, 1), got {args.alpha}")
-    keys = suite_keys(args.run_dir, registry)
+    run = Run.open(RunStore(args.run_dir), registry)
     if args.update:
-        suite = RunStore(args.run_dir).manifest()["suite"]["name"]
-        write_baseline(args.run_dir, args.baseline, suite, keys)
+        write_baseline(run.store, run.results(), args.baseline, run.suite.name, run.keys)
         console.print(f"baseline {args.baseline} rewritten from {args.run_dir}: review the diff before committing")
         return 0
     if not args.baseline.exists():
         raise SuiteError(f"no baseline file {args.baseline} (create it with --update)")
-    findings = compare(load_baseline(args.baseline), summarise(args.run_dir, keys), metric_directions(registry),
+    findings = compare(load_baseline(args.baseline), summarise(run.store, run.results()), metric_directions(registry),
                        args.alpha)
     for f in sorted(findings, key=lambda f: (not f.fails, f.kind, f.group)):
         change = f": {f.baseline} → {f.now}" if f.baseline or f.now else ""
@@ -456,38 +431,44 @@ def cmd_schema_infer(args: argparse.Namespace, console: Console) -> None:
     console.print(f"draft schema written to {args.out}: derived from the data, so review it and set reviewed = true")
 
 
+def prepare_run(args: argparse.Namespace) -> Run:
+    """`dpgym run`'s suite, run directory and execution plan, each read or resolved once; a processes
+    run starts its worker server before the plugins are discovered, unless nothing is left to run."""
+    suite = suite_from_args(args)
+    check_out(args.out)
+    store = RunStore(args.out)
+    manifest = stored_manifest(store)
+    plan = Plan.resolve(settings_from_args(args).over(suite.settings))
+    if not args.dry_run and not likely_finished(store, manifest, suite):
+        from dpgym.run.executors import start_early
+        from dpgym.run.worker import ALL_METRICS
+
+        metrics = list(suite.metrics) if suite.metrics is not None else [ALL_METRICS]
+        start_early(plan, list(suite.datasets), [method.name for method in suite.configs] + metrics)
+    return Run.prepare(suite, store, Registry.discover(), manifest, plan)
+
+
 def execute(args: argparse.Namespace) -> int:
     """Run the parsed command; the exit code."""
     console = Console(highlight=False)
     err = Console(stderr=True, highlight=False)
     try:
-        suite = suite_from_args(args) if args.command == "run" else None
-        if suite is not None:
-            check_out(args.out)
-        if suite is not None and not args.dry_run and not likely_finished(args.out, suite):
-            from dpgym.executors import Plan, start_early
-            from dpgym.worker import ALL_METRICS
-
-            metrics = list(suite.metrics) if suite.metrics is not None else [ALL_METRICS]
-            start_early(Plan.resolve(settings_from_args(args).over(suite.settings)), list(suite.datasets),
-                        [method.name for method in suite.configs] + metrics)
-        registry = Registry.discover()
-        if suite is not None:
-            check_run(suite, registry, err, RunStore(args.out), args.retry_failed)
+        run: Run | None = None
+        if args.command == "run":
+            run = prepare_run(args)
+        else:
+            registry = Registry.discover()
         if args.command == "list":
             cmd_list(registry, console)
-        elif suite is not None and args.dry_run:
-            cmd_plan(args, suite, registry, console)
-        elif suite is not None:
-            cmd_run(args, suite, registry, console)
+        elif run is not None:
+            check_run(run, err, args.retry_failed)
+            (cmd_plan if args.dry_run else cmd_run)(args, run, console)
         elif args.command == "leaderboard":
-            ran = manifest_suite(args.run_dir)
-            show_leaderboard(args.run_dir, registry, console, {cell.key for cell in expand(ran, registry)}, ran.headline)
+            show_leaderboard(Run.open(RunStore(args.run_dir), registry), console)
         elif args.command == "report":
             from dpgym.report import write_report
 
-            keys = suite_keys(args.run_dir, registry)
-            console.print(f"report: {write_report(args.run_dir, registry, args.out, keys)}")
+            console.print(f"report: {write_report(Run.open(RunStore(args.run_dir), registry), args.out)}")
         elif args.command == "schema":
             cmd_schema_infer(args, console)
         elif args.command == "audit":

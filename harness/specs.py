@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import enum
 import importlib
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -193,7 +194,7 @@ class GeneratorSpec:
     quick_params: Mapping[str, Any] = field(default_factory=dict)  # cheap settings for conformance checks
     capabilities: frozenset[Capability] = frozenset()
     # As for datasets: returns "" when the generator can run here, else one line saying how to make
-    # it runnable (e.g. the command creating its own environment, `dpgym.isolation`). None: always.
+    # it runnable (e.g. the command creating its own environment, `dpgym.run.isolation`). None: always.
     availability: Callable[[], str] | None = None
 
     def __post_init__(self) -> None:
@@ -337,6 +338,16 @@ class CellInfo:
     epsilon: float
     delta: float
     seed: int
+
+    def to_dict(self) -> dict[str, Any]:
+        """As result.json records it (JSON has no infinity: ε = ∞ is written "inf")."""
+        return {"key": self.key, "kind": self.kind, "method": self.method, "dataset": self.dataset,
+                "epsilon": "inf" if math.isinf(self.epsilon) else self.epsilon, "delta": self.delta, "seed": self.seed}
+
+    @classmethod
+    def from_dict(cls, raw: Mapping[str, Any]) -> CellInfo:
+        return cls(raw.get("key", ""), raw.get("kind", "generator"), raw["method"], raw["dataset"],
+                   float(raw["epsilon"]), float(raw["delta"]), int(raw["seed"]))
 
 
 @dataclass(frozen=True)

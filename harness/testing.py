@@ -31,10 +31,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from dpgym.cell import ledger_contradiction
 from dpgym.privacy.budget import Budget
 from dpgym.privacy.ledger import Ledger
 from dpgym.privacy.reaccount import reaccount
+from dpgym.run.cell import ledger_contradiction
 from dpgym.schema import Column, ColumnKind, Schema
 from dpgym.specs import (
     Capability,

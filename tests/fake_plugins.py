@@ -18,9 +18,9 @@ from dpgym import (
     Budget,
     Capability,
     Direction,
-    GeneratorSpec,
     ExponentialEvent,
     GaussianEvent,
+    GeneratorSpec,
     Guarantee,
     LaplaceEvent,
     Ledger,
@@ -28,9 +28,9 @@ from dpgym import (
     MetricResult,
     MetricSpec,
     Schema,
+    cell_threads,
     hookimpl,
 )
-from dpgym import cell_threads
 from dpgym.plugins.generators.independent import SPEC as INDEPENDENT_SPEC
 from dpgym.plugins.generators.independent.model import Independent
 from dpgym.plugins.generators.uniform import Uniform
@@ -122,7 +122,7 @@ class MissingWeights(Uniform):
     """Fails its fit with the exception datasets raise for a missing file."""
 
     def fit(self, train: pd.DataFrame, schema: Schema, budget: Budget, seed: int) -> Ledger:
-        from dpgym.datafiles import DatasetUnavailable
+        from dpgym.data.datafiles import DatasetUnavailable
 
         raise DatasetUnavailable("pretrained weights not found")
 

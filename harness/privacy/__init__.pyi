@@ -20,5 +20,5 @@ from .clipping import (
     zero_examples,
 )
 from .dpsgd import DPSGD, PrivatePhase
-from .mechanisms import calibrate_gaussian, exponential_mechanism, gaussian_delta, gaussian_epsilon
-from .zcdp import ZcdpLedger, gaussian_rho, gaussian_sigma, selection_epsilon, selection_rho, total_rho, zcdp_epsilon
+from .mechanisms import calibrate_gaussian, exponential_mechanism, gaussian_delta, gaussian_epsilon, zcdp_epsilon
+from .zcdp import ZcdpLedger, gaussian_rho, gaussian_sigma, selection_epsilon, selection_rho, total_rho

@@ -117,7 +117,7 @@ class PrivacyEvent:
             return gaussian_epsilon(delta, 1.0 / mu)
         rho = self.zcdp_rho()
         if rho is not None:
-            from dpgym.privacy.zcdp import zcdp_epsilon
+            from dpgym.privacy.mechanisms import zcdp_epsilon
 
             return zcdp_epsilon(rho, delta)
         raise EventError(f"{self.type} event: no single-event conversion to ε; state the entry's ε")

@@ -198,3 +198,26 @@ def _json_float(value: Any) -> Any:
     if isinstance(value, float) and math.isinf(value):
         return "inf"
     return value
+
+
+@dataclass(frozen=True)
+class Reaccounting:
+    """The harness's independent re-accounting of a ledger (`dpgym.privacy.reaccount.reaccount`): what
+    its events spend, by which accountant, and whether the cell may be ranked."""
+
+    epsilon: float
+    delta: float
+    accountant: str
+    verdict: str  # "ok", "underclaimed" or "over_budget"
+    detail: str = ""
+    rdp_epsilon: float | None = None  # second opinion; None when some entry has no RDP rule
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"epsilon": self.epsilon, "delta": self.delta, "accountant": self.accountant,
+                "verdict": self.verdict, "detail": self.detail, "rdp_epsilon": self.rdp_epsilon}
+
+    @classmethod
+    def from_dict(cls, raw: dict[str, Any]) -> Reaccounting:
+        rdp = raw.get("rdp_epsilon")
+        return cls(float(raw.get("epsilon", math.nan)), float(raw.get("delta", 0.0)), raw.get("accountant", ""),
+                   raw.get("verdict", ""), raw.get("detail", ""), None if rdp is None else float(rdp))

@@ -8,7 +8,6 @@ import math
 import numpy as np
 from scipy import optimize, special, stats
 
-
 MAX_EPSILON = 512.0  # the largest finite ε `gaussian_epsilon` resolves
 
 
@@ -52,3 +51,20 @@ def exponential_mechanism(scores: np.ndarray, epsilon: float, sensitivity: float
     if math.isinf(epsilon):
         return int(np.argmax(scores))
     return int(rng.choice(len(scores), p=special.softmax(epsilon / (2.0 * sensitivity) * np.asarray(scores))))
+
+
+def zcdp_epsilon(rho: float, delta: float) -> float:
+    """Smallest ε for which ρ-zCDP gives (ε, δ)-DP by Canonne, Kamath & Steinke (2020), Prop. 12:
+    δ = min over α > 1 of exp((α−1)(αρ−ε)) (1−1/α)^α / (α−1), solved for ε at each α. Every α gives
+    a valid bound, so an imperfect minimisation only errs on the safe (larger) side."""
+    if rho <= 0:
+        return 0.0
+
+    def epsilon_at(alpha: float) -> float:
+        return alpha * rho + (math.log(1 / delta) + alpha * math.log1p(-1 / alpha) - math.log(alpha - 1)) / (alpha - 1)
+
+    grid = np.geomspace(1 + 1e-6, 1e6, 4000)
+    best = int(np.argmin([epsilon_at(a) for a in grid]))
+    low, high = grid[max(best - 1, 0)], grid[min(best + 1, len(grid) - 1)]
+    refined = optimize.minimize_scalar(epsilon_at, bounds=(low, high), method="bounded", options={"xatol": 1e-12})
+    return float(min(refined.fun, epsilon_at(grid[best])))

@@ -12,37 +12,20 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
 from importlib.metadata import version
 from numbers import Real
-from typing import Any
 
 from prv_accountant import PRVAccountant
 
 from dpgym.privacy.budget import Budget, Guarantee
 from dpgym.privacy.events import PrivacyEvent
-from dpgym.privacy.ledger import Ledger, PrivacyViolation
-from dpgym.privacy.mechanisms import gaussian_epsilon
-from dpgym.privacy.zcdp import zcdp_epsilon
+from dpgym.privacy.ledger import Ledger, PrivacyViolation, Reaccounting
+from dpgym.privacy.mechanisms import gaussian_epsilon, zcdp_epsilon
 
 # A claim may sit this far below the independent figure before the cell is refused: the PRV
 # estimate's own discretisation error, and float noise in the generator's accountant.
 RELATIVE_TOLERANCE = 0.01
 ABSOLUTE_TOLERANCE = 1e-3
-
-
-@dataclass(frozen=True)
-class Reaccounting:
-    epsilon: float
-    delta: float
-    accountant: str
-    verdict: str  # "ok", "underclaimed" or "over_budget"
-    detail: str = ""
-    rdp_epsilon: float | None = None  # second opinion; None when some entry has no RDP rule
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"epsilon": self.epsilon, "delta": self.delta, "accountant": self.accountant,
-                "verdict": self.verdict, "detail": self.detail, "rdp_epsilon": self.rdp_epsilon}
 
 
 def _malformed(ledger: Ledger) -> str:

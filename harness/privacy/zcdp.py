@@ -9,40 +9,24 @@ mechanism with noise σ on a marginal is ρ = 1/(2σ²)-zCDP; the exponential me
 ∝ exp(ε·u / (2Δu))).
 
 The harness's re-accounting adds the ρ of the events (`PrivacyEvent.zcdp_rho`) and converts the sum
-with `zcdp_epsilon`; `total_rho` inverts that conversion, so a cell at ε spends exactly ε.
+with `zcdp_epsilon` (`dpgym.privacy.mechanisms`); `total_rho` inverts that conversion, so a cell at ε
+spends exactly ε.
 """
 
 from __future__ import annotations
 
 import math
 
-import numpy as np
 from scipy import optimize
 
 from dpgym.privacy.budget import Budget, Guarantee
 from dpgym.privacy.events import ExponentialEvent, GaussianEvent
 from dpgym.privacy.ledger import Ledger
+from dpgym.privacy.mechanisms import zcdp_epsilon
 
 GAUSSIAN_ACCOUNTANT = "zCDP: the Gaussian mechanism is ρ = Δ²/(2σ²)-zCDP (Bun & Steinke 2016, Prop. 1.6)"
 EXPONENTIAL_ACCOUNTANT = ("zCDP: the exponential mechanism is 2βΔu-bounded-range, hence (2βΔu)²/8-zCDP "
                           "(Cesar & Rogers 2021)")
-
-
-def zcdp_epsilon(rho: float, delta: float) -> float:
-    """Smallest ε for which ρ-zCDP gives (ε, δ)-DP by Canonne, Kamath & Steinke (2020), Prop. 12:
-    δ = min over α > 1 of exp((α−1)(αρ−ε)) (1−1/α)^α / (α−1), solved for ε at each α. Every α gives
-    a valid bound, so an imperfect minimisation only errs on the safe (larger) side."""
-    if rho <= 0:
-        return 0.0
-
-    def epsilon_at(alpha: float) -> float:
-        return alpha * rho + (math.log(1 / delta) + alpha * math.log1p(-1 / alpha) - math.log(alpha - 1)) / (alpha - 1)
-
-    grid = np.geomspace(1 + 1e-6, 1e6, 4000)
-    best = int(np.argmin([epsilon_at(a) for a in grid]))
-    low, high = grid[max(best - 1, 0)], grid[min(best + 1, len(grid) - 1)]
-    refined = optimize.minimize_scalar(epsilon_at, bounds=(low, high), method="bounded", options={"xatol": 1e-12})
-    return float(min(refined.fun, epsilon_at(grid[best])))
 
 
 def total_rho(epsilon: float, delta: float) -> float:

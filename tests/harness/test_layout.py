@@ -127,3 +127,36 @@ def test_stray_harness_and_plugins_packages_do_not_shadow_dpgym(tmp_path):
         probe = subprocess.run([sys.executable, "-c", f"import {name}"], capture_output=True, text=True,
                                cwd=tmp_path.parent, timeout=60)
         assert "No module named" in probe.stderr, f"a top-level {name!r} package is installed"
+
+
+def run_directory_names() -> set[str]:
+    """Every file and folder name the store gives a run directory, read off the store itself."""
+    from dpgym.results.store import RunStore
+
+    store = RunStore(Path("/run"))
+    paths = [store.cells, store.manifest_path, store.audits, store.audits_index, store.figures, store.report_path,
+             store.outputs_stamp, store.result_path("k"), store.ledger_path("k"), store.synthetic_path("k"),
+             store.audit_summary("k"), store.audit_fit("k", 0).parent, *store.outputs()]
+    return {p.name for p in paths}
+
+
+def test_only_the_store_joins_run_directory_paths():
+    """The store owns the run directory: a core module that joins one of its names to a path (`out /
+    "cells"`, `run_dir / f"compare-{name}.md"`) builds a run-directory path itself, and drifts from it."""
+    names, offenders = run_directory_names(), []
+    for path in CORE.rglob("*.py"):
+        if path == CORE / "results" / "store.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not (isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div)):
+                continue
+            right = node.right
+            if isinstance(right, ast.Constant) and isinstance(right.value, str):
+                text = right.value
+            elif isinstance(right, ast.JoinedStr):
+                text = "".join(str(v.value) for v in right.values if isinstance(v, ast.Constant))
+            else:
+                continue
+            if text in names or text.startswith(("compare-", "leaderboard.")):
+                offenders.append(f"{path.relative_to(ROOT)}:{node.lineno} joins {text!r}")
+    assert not offenders, "build run-directory paths with dpgym.results.store.RunStore:\n" + "\n".join(offenders)

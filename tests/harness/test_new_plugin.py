@@ -8,12 +8,12 @@ import pytest
 
 from dpgym.cli import main
 from dpgym.commands import metric_directions
-from dpgym.leaderboard import write_leaderboard
 from dpgym.registry import Registry
-from dpgym.runner import run_suite
+from dpgym.results.render import write_leaderboard
+from dpgym.results.store import RunStore
+from dpgym.run.runner import run_suite
+from dpgym.run.suite import MethodConfig, Settings, Suite
 from dpgym.scaffold import new_plugin
-from dpgym.store import RunStore
-from dpgym.suite import MethodConfig, Settings, Suite
 from dpgym.testing import CHECKS, check_device_flag, conformance_checks
 from tests.pip_target import conformance, install, metadata_only
 

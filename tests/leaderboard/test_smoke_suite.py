@@ -10,13 +10,12 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from dpgym.cache import digest
-from dpgym.commands import metric_directions, suite_keys
-from dpgym.leaderboard import write_leaderboard
+from dpgym.data.cache import digest
 from dpgym.registry import Registry
-from dpgym.runner import run_suite
-from dpgym.store import RunStore
-from dpgym.suite import load_suite
+from dpgym.results.store import RunStore
+from dpgym.run.pipeline import Run
+from dpgym.run.runner import run_suite
+from dpgym.run.suite import load_suite
 
 pytestmark = pytest.mark.slow  # every test here shares one run of the smoke suite (minutes)
 
@@ -34,9 +33,7 @@ def smoke_run(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def smoke_board(smoke_run):
-    registry = Registry.discover()
-    board, _ = write_leaderboard(smoke_run, metric_directions(registry), suite_keys(smoke_run, registry))
-    return board.set_index("generator")
+    return Run.open(RunStore(smoke_run), Registry.discover()).leaderboard().board.set_index("generator")
 
 
 # A learned generator's synthetic rows depend on the CPU's floating-point path (torch and XLA pick

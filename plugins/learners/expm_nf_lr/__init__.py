@@ -12,7 +12,7 @@ Modes (docs/methods/expm-nf.md#modes):
   flow can spread out as far as ExpM actually does.
 
 The guarantee is **nominal**: ε-DP holds only if q equals the ExpM density, which nothing proves
-(and reverse KL is mode-seeking). The audit (`plugins/learners/audit.py`) tests the claim.
+(and reverse KL is mode-seeking). The audit (`plugins/learners/expm_nf_lr/audit.py`) tests the claim.
 
 Defaults and where they come from ("tuned on" marks a value chosen from rows that a suite scores):
 - mode "paper" (the paper as written, for reproduction), flow "planar", patience 1000: the paper (planar layers

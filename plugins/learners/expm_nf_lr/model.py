@@ -92,8 +92,8 @@ class ExpMNFLR:
 
     # --- audit ----------------------------------------------------------------------------------
     def audit_findings(self, split, schema: Schema, budget: Budget, real_aucs: np.ndarray) -> list:
-        """The exact-ExpM bound on the released models' median AUC (plugins/learners/audit.py)."""
-        from dpgym.plugins.learners import audit
+        """The exact-ExpM bound on the released models' median AUC (plugins/learners/expm_nf_lr/audit.py)."""
+        from dpgym.plugins.learners.expm_nf_lr import audit
         from dpgym.plugins.learners.nonprivate_lr.model import fit_logistic
 
         design = self.design_

@@ -74,7 +74,7 @@ def encode_features(frame: pd.DataFrame, columns: Iterable[Column]) -> np.ndarra
 
     One-hot over the schema's categories (a missing value is all zeros); numeric columns min-max
     scaled by the public bounds, with a missing-indicator column when the column is nullable.
-    `dpgym.encoding.TableEncoder` (the generators' encoding) instead gives a missing value a slot
+    `dpgym.data.encoding.TableEncoder` (the generators' encoding) instead gives a missing value a slot
     of its own; for these classifiers the two carry the same information.
     """
     blocks = []

@@ -2,13 +2,12 @@
 
 import pytest
 import torch
+from opacus.grad_sample import GradSampleModule
 from torch import nn
 from torch.func import functional_call, grad, vmap
 
-from dpgym.privacy.clipping import OuterProductGrad, layer_rule, prefix_structure
-from opacus.grad_sample import GradSampleModule
 from dpgym.plugins.nn.layers import LowRankLinear, LULinear, MaskedLinear, made_masks
-
+from dpgym.privacy.clipping import OuterProductGrad, layer_rule, prefix_structure
 
 
 @pytest.fixture(autouse=True)

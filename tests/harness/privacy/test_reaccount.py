@@ -8,7 +8,11 @@ import pytest
 from dpgym.privacy.accountants import Phase, PRVAccountant, RDPAccountant
 from dpgym.privacy.budget import Budget, Guarantee
 from dpgym.privacy.events import (
-    ExponentialEvent, GaussianEvent, LaplaceEvent, SubsampledGaussianEvent, ZcdpEvent,
+    ExponentialEvent,
+    GaussianEvent,
+    LaplaceEvent,
+    SubsampledGaussianEvent,
+    ZcdpEvent,
 )
 from dpgym.privacy.ledger import Ledger, LedgerEntry, PrivacyViolation
 from dpgym.privacy.reaccount import independent_epsilon, reaccount
@@ -66,8 +70,7 @@ def test_rdp_second_opinion_is_absent_for_mechanisms_without_an_rdp_rule():
 
 
 def test_zcdp_ledgers_compose_rho_and_convert_between_the_gaussian_and_the_bun_steinke_bound():
-    from dpgym.privacy.mechanisms import gaussian_epsilon
-    from dpgym.privacy.zcdp import zcdp_epsilon
+    from dpgym.privacy.mechanisms import gaussian_epsilon, zcdp_epsilon
 
     sigma, delta = 3.0, 1e-5
     rho = 1 / (2 * sigma**2)  # the Gaussian mechanism with noise multiplier σ is exactly ρ-zCDP
@@ -84,7 +87,7 @@ def test_gaussian_and_exponential_entries_compose_in_zcdp_as_computed_by_hand():
     """A select–measure–generate ledger (MST, AIM): ρ = Δ²/(2σ²) per Gaussian measurement and
     (2βΔu)²/8 per exponential-mechanism selection (bounded range, Cesar & Rogers 2021), added with
     any zCDP entry and converted once."""
-    from dpgym.privacy.zcdp import zcdp_epsilon
+    from dpgym.privacy.mechanisms import zcdp_epsilon
 
     delta = 1e-5
     entries = [LedgerEntry(GaussianEvent(l2_sensitivity=2.0, sigma=10.0), 0.9, delta, "test"),  # ρ = 4/200

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from dpgym.leaderboard import write_leaderboard
 from dpgym.registry import Registry
-from dpgym.report import write_report
-from dpgym.runner import run_suite
-from dpgym.store import RunStore
-from dpgym.suite import MethodConfig, Suite
+from dpgym.results.render import write_leaderboard
+from dpgym.results.store import RunStore
+from dpgym.run.runner import run_suite
+from dpgym.run.suite import MethodConfig, Suite
 from tests.fake_plugins import FaultyGenerators, QuickMetrics
+from tests.harness.report.fakerun import report_of
 
 
 @pytest.fixture(scope="session")
@@ -33,4 +33,4 @@ def smoke_report(smoke_run, report_registry):
     """What `dpgym run` leaves behind: the leaderboard files and the report."""
     directions = {name: d for p in report_registry.kinds["metric"].values() for name, d in p.spec.directions.items()}
     write_leaderboard(smoke_run, directions)
-    return write_report(smoke_run, report_registry)
+    return report_of(smoke_run, report_registry)

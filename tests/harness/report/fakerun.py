@@ -42,3 +42,21 @@ def write_run(root: Path, results: list[dict[str, Any]], suite: dict[str, Any] |
         folder.mkdir()
         (folder / "result.json").write_text(json.dumps(r))
     return root
+
+
+def leaderboard_of(run_dir: Path, directions: dict[str, Any], generator_independent: Any = ()) -> Any:
+    """The leaderboard of every cell in a run directory, hand-written or not."""
+    from dpgym.results.leaderboard import build_leaderboard
+    from dpgym.results.store import RunStore
+
+    store = RunStore(run_dir)
+    return build_leaderboard(store, store.results(), store.manifest(), directions, generator_independent)
+
+
+def report_of(run_dir: Path, registry: Any, out: Path | None = None) -> Path:
+    """The report of the suite last run into a run directory, as `dpgym report` writes it."""
+    from dpgym.report import write_report
+    from dpgym.results.store import RunStore
+    from dpgym.run.pipeline import Run
+
+    return write_report(Run.open(RunStore(run_dir), registry), out)

@@ -10,13 +10,14 @@ import shutil
 import pandas as pd
 import pytest
 
-from dpgym.generator_audit import AuditOptions, run_audits
-from dpgym.grid import expand
-from dpgym.leaderboard import build_leaderboard, match_audits, save_leaderboard
-from dpgym.report import write_report
-from dpgym.report.build import metric_info
-from dpgym.store import RunStore
-from dpgym.suite import MethodConfig, Suite
+from dpgym.audit.game import AuditOptions, run_audits
+from dpgym.audit.matching import match_audits
+from dpgym.results.leaderboard import metric_info
+from dpgym.results.render import save_leaderboard
+from dpgym.results.store import RunStore
+from dpgym.run.grid import expand
+from dpgym.run.suite import MethodConfig, Suite
+from tests.harness.report.fakerun import leaderboard_of, report_of
 
 
 @pytest.fixture(scope="module")
@@ -39,7 +40,7 @@ def stored_audit(run, epsilon: float) -> dict:
 def test_the_audited_row_carries_the_bound_fits_and_verdict_and_the_others_a_dash(audited_run, report_registry):
     audit = stored_audit(audited_run, 1.0)
     assert audit["status"] == "ok"
-    lb = build_leaderboard(audited_run, metric_info(report_registry)[0])
+    lb = leaderboard_of(audited_run, metric_info(report_registry)[0])
     board = lb.board.set_index("generator")
     assert board.loc["uniform", "eps_lower"] == audit["epsilon_lower"]
     assert board.loc["uniform", "audit_fits"] == 4 and board.loc["uniform", "audit_verdict"] == "consistent"
@@ -47,7 +48,7 @@ def test_the_audited_row_carries_the_bound_fits_and_verdict_and_the_others_a_das
     assert board.loc["independent", "audit_verdict"] == ""
     assert [a["epsilon_claimed"] for a in lb.unmatched_audits] == [2.0]
 
-    markdown = save_leaderboard(audited_run, lb)
+    markdown = save_leaderboard(RunStore(audited_run), lb)
     assert "| audit | ε lower (audit) | audit fits |" in markdown
     assert f"| consistent | {audit['epsilon_lower']:.3f} | 4 |" in markdown
     assert "| — | — | — |" in markdown  # independent: no audit
@@ -72,7 +73,7 @@ def test_an_audit_of_another_version_or_dataset_matches_no_row(audited_run):
 
 def test_the_report_shows_each_audit_beside_the_claim_with_its_roc(audited_run, report_registry, tmp_path):
     audit = stored_audit(audited_run, 1.0)
-    html = write_report(audited_run, report_registry, out=tmp_path / "report.html").read_text()
+    html = report_of(audited_run, report_registry, out=tmp_path / "report.html").read_text()
     assert 'href="#audit"' in html and '<h2 id="audit">Empirical audit</h2>' in html
     section = html.split('<h2 id="audit">', 1)[1].split('<h2 id="privacy">', 1)[0]
     assert "<code>consistent</code> proves nothing; a bound above the claim shows the claim false." in section
@@ -87,6 +88,6 @@ def test_the_report_shows_each_audit_beside_the_claim_with_its_roc(audited_run, 
 def test_a_run_without_audits_has_no_audit_section_or_columns(smoke_report, smoke_run, report_registry):
     html = smoke_report.read_text()
     assert 'id="audit"' not in html and 'href="#audit"' not in html and "generators are not audited" in html
-    board = build_leaderboard(smoke_run, metric_info(report_registry)[0]).board
+    board = leaderboard_of(smoke_run, metric_info(report_registry)[0]).board
     assert "eps_lower" not in board and "audit_fits" not in board
     assert "ε lower" not in (smoke_run / "leaderboard.md").read_text()

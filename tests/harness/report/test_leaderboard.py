@@ -8,12 +8,13 @@ import json
 import numpy as np
 import pandas as pd
 import pytest
-
 from rich.console import Console
 
-from dpgym.leaderboard import bootstrap_ci, build_leaderboard, headline_metrics, terminal_summary, write_leaderboard
+from dpgym.results.leaderboard import bootstrap_ci
+from dpgym.results.render import headline_metrics, terminal_summary, write_leaderboard
+from dpgym.results.store import RunStore
 from dpgym.specs import Direction
-from tests.harness.report.fakerun import result, write_run
+from tests.harness.report.fakerun import leaderboard_of, result, write_run
 
 DIRECTIONS = {"auroc": Direction.HIGHER, "tvd": Direction.LOWER}
 
@@ -84,7 +85,7 @@ def test_bootstrap_interval_is_deterministic_and_brackets_the_mean():
 
 
 def test_every_metric_gets_mean_std_and_interval(three_generators):
-    board = build_leaderboard(three_generators, DIRECTIONS).board.set_index("generator")
+    board = leaderboard_of(three_generators, DIRECTIONS).board.set_index("generator")
     real = board.loc["real"]
     assert real.n_seeds == 3 and real.failures == 0
     assert real.auroc_mean == pytest.approx(0.90)
@@ -97,7 +98,7 @@ def test_a_failed_cell_is_charged_the_uniform_score_at_its_seed_and_the_time_lim
             result("dpgan", 0, scores(0.80, 0.05)),
             result("dpgan", 1, {}, status="failed", total_seconds=7.0)]
     run = write_run(tmp_path, rows, timeout=600)
-    lb = build_leaderboard(run, DIRECTIONS)
+    lb = leaderboard_of(run, DIRECTIONS)
     dpgan = lb.board.set_index("generator").loc["dpgan"]
     assert dpgan.failures == 1 and dpgan.n_seeds == 1
     assert dpgan.auroc_mean == pytest.approx((0.80 + 0.54) / 2)  # uniform's seed-1 score, not dropped
@@ -110,14 +111,14 @@ def test_a_failed_cell_is_charged_the_uniform_score_at_its_seed_and_the_time_lim
 
 def test_without_a_time_limit_a_failure_is_charged_the_time_it_ran(tmp_path):
     rows = [result("uniform", 0, scores(0.5, 0.5)), result("dpgan", 0, {}, status="failed", total_seconds=7.0)]
-    board = build_leaderboard(write_run(tmp_path, rows), DIRECTIONS).board.set_index("generator")
+    board = leaderboard_of(write_run(tmp_path, rows), DIRECTIONS).board.set_index("generator")
     assert board.loc["dpgan"].fit_seconds_mean == pytest.approx(7.0)
 
 
 def test_without_a_uniform_baseline_a_failure_is_charged_the_worst_score(tmp_path):
     rows = [result("a", 0, scores(0.9, 0.1)), result("b", 0, scores(0.7, 0.3)),
             result("c", 0, {}, status="timeout")]
-    lb = build_leaderboard(write_run(tmp_path, rows), DIRECTIONS)
+    lb = leaderboard_of(write_run(tmp_path, rows), DIRECTIONS)
     c = lb.board.set_index("generator").loc["c"]
     assert (c.auroc_mean, c.tvd_mean, c.failures) == (0.7, 0.3, 1)
     assert list(lb.failures().charged_with) == ["worst"]
@@ -125,7 +126,7 @@ def test_without_a_uniform_baseline_a_failure_is_charged_the_worst_score(tmp_pat
 
 def test_an_unavailable_dataset_is_neither_a_failure_nor_charged(tmp_path):
     rows = [result("uniform", 0, scores(0.5, 0.5)), result("a", 0, {}, status="unavailable")]
-    board = build_leaderboard(write_run(tmp_path, rows), DIRECTIONS).board.set_index("generator")
+    board = leaderboard_of(write_run(tmp_path, rows), DIRECTIONS).board.set_index("generator")
     assert (board.loc["a"].failures, board.loc["a"].n_seeds, board.loc["a"].unavailable) == (0, 0, 1)
     assert np.isnan(board.loc["a"].auroc_mean)
 
@@ -135,7 +136,7 @@ def test_generators_whose_intervals_overlap_share_a_rank(tmp_path):
     for seed, (a, b, c) in enumerate([(0.80, 0.78, 0.50), (0.84, 0.83, 0.51), (0.82, 0.79, 0.52)]):
         rows += [result("a", seed, scores(a, 1 - a)), result("b", seed, scores(b, 1 - b)),
                  result("c", seed, scores(c, 1 - c))]
-    board = build_leaderboard(write_run(tmp_path, rows), DIRECTIONS).board.set_index("generator")
+    board = leaderboard_of(write_run(tmp_path, rows), DIRECTIONS).board.set_index("generator")
     assert board.loc["a"].auroc_ci_low < board.loc["b"].auroc_ci_high  # the premise: a and b overlap
     assert board.auroc_rank.to_dict() == {"a": 1, "b": 1, "c": 3}
     assert board.tvd_rank.to_dict() == {"a": 1, "b": 1, "c": 3}  # lower is better for tvd
@@ -149,7 +150,7 @@ def test_friedman_and_nemenyi_separate_a_consistent_order(tmp_path):
             base = rng.uniform(0.5, 0.6)
             for gen, lift in (("best", 0.3), ("middle", 0.15), ("worst", 0.0)):
                 rows.append(result(gen, seed, scores(base + lift, 0.5 - lift), dataset=dataset))
-    ranking = build_leaderboard(write_run(tmp_path, rows), DIRECTIONS).ranking
+    ranking = leaderboard_of(write_run(tmp_path, rows), DIRECTIONS).ranking
     assert ranking.blocks == 12
     assert ranking.friedman["pvalue"] < 0.001
     assert [(e["generator"], e["rank"]) for e in ranking.generators] == [("best", 1), ("middle", 2), ("worst", 3)]
@@ -163,7 +164,7 @@ def test_no_significant_difference_means_one_shared_rank(tmp_path):
     for dataset in ("d1", "d2", "d3", "d4"):
         for gen in ("a", "b", "c"):
             rows.append(result(gen, 0, scores(*rng.uniform(0, 1, 2)), dataset=dataset))
-    ranking = build_leaderboard(write_run(tmp_path, rows), DIRECTIONS).ranking
+    ranking = leaderboard_of(write_run(tmp_path, rows), DIRECTIONS).ranking
     assert ranking.friedman["pvalue"] > 0.05
     assert {e["rank"] for e in ranking.generators} == {1.0}
     assert "not significantly different" in ranking.statement
@@ -183,7 +184,7 @@ def test_a_value_missing_from_one_seed_is_not_ranked_on_the_others(tmp_path):
     """Dropping the NaN left one seed, no interval, and nothing able to beat it: rank 1."""
     rows = [result("a", 0, scores(0.48, 0.5)), result("a", 1, scores(float("nan"), 0.5))]
     rows += [result("b", s, scores(v, 0.4)) for s, v in ((0, 0.69), (1, 0.70))]
-    board = build_leaderboard(write_run(tmp_path, rows), DIRECTIONS).board.set_index("generator")
+    board = leaderboard_of(write_run(tmp_path, rows), DIRECTIONS).board.set_index("generator")
     assert board.loc["a"].auroc_mean == pytest.approx(0.48) and np.isnan(board.loc["a"].auroc_rank)
     assert board.loc["b"].auroc_rank == 1 and board.loc["a"].tvd_rank == 2  # tvd is complete: ranked
 
@@ -191,14 +192,14 @@ def test_a_value_missing_from_one_seed_is_not_ranked_on_the_others(tmp_path):
 def test_a_failed_seed_is_not_charged_a_value_its_generator_never_has(tmp_path):
     rows = [result("uniform", s, scores(0.5, 0.5)) for s in (0, 1)]
     rows += [result("sampler", 0, {"auroc": 0.7}), result("sampler", 1, {}, status="failed")]  # no tvd, by design
-    board = build_leaderboard(write_run(tmp_path, rows), DIRECTIONS).board.set_index("generator")
+    board = leaderboard_of(write_run(tmp_path, rows), DIRECTIONS).board.set_index("generator")
     assert board.loc["sampler"].auroc_mean == pytest.approx(0.6)  # charged uniform's 0.5
     assert np.isnan(board.loc["sampler"].tvd_mean) and np.isnan(board.loc["sampler"].tvd_rank)
 
 
 def test_values_without_a_declared_direction_are_shown_but_not_ranked(tmp_path):
     rows = [result(g, s, {**scores(v, 1 - v), "diagnostic": v}) for s in (0, 1) for g, v in (("a", 0.9), ("b", 0.5))]
-    lb = build_leaderboard(write_run(tmp_path, rows), DIRECTIONS)
+    lb = leaderboard_of(write_run(tmp_path, rows), DIRECTIONS)
     assert lb.board.diagnostic_rank.isna().all() and lb.board.diagnostic_mean.notna().all()
     assert lb.ranking.blocks == 2  # auroc and tvd only
     write_leaderboard(tmp_path, DIRECTIONS)
@@ -208,7 +209,7 @@ def test_values_without_a_declared_direction_are_shown_but_not_ranked(tmp_path):
 def test_a_block_where_every_generator_ties_is_no_evidence_for_the_ranking(tmp_path):
     rows = [result(g, s, {**scores(v, 1 - v), "real_accuracy": 0.85}) for s in (0, 1)
             for g, v in (("a", 0.9), ("b", 0.5), ("c", 0.7))]
-    ranking = build_leaderboard(write_run(tmp_path, rows), {**DIRECTIONS, "real_accuracy": Direction.HIGHER}).ranking
+    ranking = leaderboard_of(write_run(tmp_path, rows), {**DIRECTIONS, "real_accuracy": Direction.HIGHER}).ranking
     assert ranking.blocks == 2
 
 
@@ -230,7 +231,7 @@ def test_a_run_of_generators_and_learners_ranks_the_generators(tmp_path):
             rows += [result(g, s, scores(v, 1 - v), dataset=dataset) for g, v in (("a", 0.9), ("b", 0.5), ("c", 0.7))]
             for learner, auc in (("l1", 0.8), ("l2", 0.6)):
                 rows.append({**result(learner, s, {"auc": auc + 0.01 * s}, dataset=dataset), "task": "private_learning"})
-    ranking = build_leaderboard(write_run(tmp_path, rows), {**DIRECTIONS, "auc": Direction.HIGHER}).ranking
+    ranking = leaderboard_of(write_run(tmp_path, rows), {**DIRECTIONS, "auc": Direction.HIGHER}).ranking
     assert [e["generator"] for e in ranking.generators] == ["a", "c", "b"] and ranking.blocks == 4
     assert ranking.excluded == ["l1", "l2"] and "Private learners are not in this ranking" in ranking.statement
 
@@ -239,7 +240,7 @@ def test_cells_of_two_deltas_are_refused_not_compared_as_one(tmp_path):
     rows = [result("a", 0, scores(0.9, 0.1)), result("b", 0, scores(0.5, 0.5))]
     rows[1]["cell"]["delta"] = 1e-7
     with pytest.raises(ValueError, match=r"its cells span δ = 1e-07, 1e-05, and a leaderboard compares one δ"):
-        build_leaderboard(write_run(tmp_path, rows), DIRECTIONS)
+        leaderboard_of(write_run(tmp_path, rows), DIRECTIONS)
 
 
 def test_html_in_a_label_stays_text_in_the_markdown(tmp_path):
@@ -256,7 +257,7 @@ def rendered(tables) -> str:
 
 
 def test_the_terminal_shows_the_suites_headline_values_and_defaults_to_a_few(three_generators):
-    board = build_leaderboard(three_generators, {**DIRECTIONS, "tstr_auroc": Direction.HIGHER})
+    board = leaderboard_of(three_generators, {**DIRECTIONS, "tstr_auroc": Direction.HIGHER})
     chosen = rendered(terminal_summary(board, ("tvd",)))
     assert "tvd ↓" in chosen and "auroc" not in chosen
     assert "independent" in chosen and "0.100 #2" in chosen
@@ -273,14 +274,14 @@ def test_a_value_that_ignores_the_generator_is_shown_once_per_dataset_not_in_eve
                  for name, a in (("real", 0.9), ("independent", 0.7), ("uniform", 0.5))]
     run = write_run(tmp_path, rows)
     directions = {**DIRECTIONS, "detector_accuracy": Direction.HIGHER}
-    lb = build_leaderboard(run, directions, generator_independent=["detector_accuracy"])
+    lb = leaderboard_of(run, directions, generator_independent=["detector_accuracy"])
     assert "detector_accuracy_mean" not in lb.board and "detector_accuracy" not in lb.metrics
     (row,) = lb.dataset_values.to_dict(orient="records")
     assert row["dataset"] == "adult" and row["value"] == "detector_accuracy" and row["seeds"] == 3
     assert row["mean"] == pytest.approx(0.82) and row["ci_low"] <= 0.82 <= row["ci_high"]
-    from dpgym.leaderboard import save_leaderboard, to_json
+    from dpgym.results.render import save_leaderboard, to_json
 
-    markdown = save_leaderboard(run, lb)
+    markdown = save_leaderboard(RunStore(run), lb)
     assert "### Computed from the real data alone (the same for every generator)" in markdown
     assert "| adult | detector_accuracy ↑ | 0.820 |" in markdown
     assert to_json(lb)["dataset_values"][0]["value"] == "detector_accuracy"

@@ -4,21 +4,22 @@ from __future__ import annotations
 
 import json
 import re
-from itertools import combinations
 import subprocess
 import sys
 from html.parser import HTMLParser
+from itertools import combinations
 
 import numpy as np
 import pandas as pd
 import pytest
 
 from dpgym.registry import Registry
-from dpgym.report.build import _matrix_from_pairs, class_f1_table
-from dpgym.runner import run_suite
-from dpgym.store import RunStore, upgraded
-from dpgym.suite import MethodConfig, Suite
-from tests.harness.report.fakerun import result, write_run
+from dpgym.report.datasets import _matrix_from_pairs, class_f1_table
+from dpgym.results.records import CellRecord
+from dpgym.results.store import RunStore
+from dpgym.run.runner import run_suite
+from dpgym.run.suite import MethodConfig, Suite
+from tests.harness.report.fakerun import leaderboard_of, report_of, result, write_run
 
 
 class Inventory(HTMLParser):
@@ -161,18 +162,18 @@ def test_a_multiclass_target_gets_the_f1_of_each_class(tmp_path):
         cell("real", 0, {"normal": 1.0, "dos": 1.0, "probe": 0.9}),
         cell("flow", 0, {"no": 0.8, "yes": 0.5}, dataset="binary")])
     results = RunStore(run).results()
-    table = class_f1_table([r for r in results if r["cell"]["dataset"] == "kdd"])
+    table = class_f1_table([r for r in results if r.cell.dataset == "kdd"])
     assert table["classes"] == ["normal", "dos", "probe"]
     flow, real = table["rows"]
     assert (flow["generator"], flow["epsilon"], flow["seeds"]) == ("flow", "1", 2)
     assert flow["values"] == pytest.approx([0.98, 0.95, 0.0])
     assert real["values"] == pytest.approx([1.0, 1.0, 0.9])
-    assert class_f1_table([r for r in results if r["cell"]["dataset"] == "binary"]) is None
+    assert class_f1_table([r for r in results if r.cell.dataset == "binary"]) is None
 
 
 def test_classes_named_like_the_cells_identity_keep_their_own_column():
-    cell = upgraded(result("flow", 0, {}))
-    cell["metric_detail"] = {"utility": {"f1_per_class": {"generator": 0.1, "epsilon": 0.2, "turbine": 0.3}}}
+    cell = CellRecord.from_dict(result("flow", 0, {}))
+    cell.metric_detail = {"utility": {"f1_per_class": {"generator": 0.1, "epsilon": 0.2, "turbine": 0.3}}}
     table = class_f1_table([cell])
     assert table["classes"] == ["generator", "epsilon", "turbine"]
     assert table["rows"] == [{"epsilon": "1", "generator": "flow", "seeds": 1, "values": [0.1, 0.2, 0.3]}]
@@ -197,19 +198,17 @@ def test_kendall_pairs_that_share_a_key_are_recomputed_not_misplaced():
 
 def test_an_infinite_seed_value_keeps_its_interval_note(tmp_path):
     """The bootstrap's lower bound is −∞ here; the note said "fewer than two seeds" though three agreed."""
-    from dpgym.leaderboard import build_leaderboard
     from dpgym.report.build import overview_tables
     from dpgym.specs import Direction
 
     rows = [result("a", s, {"loglik": v}) for s, v in enumerate([-np.inf, 1.0, 1.0])]
-    lb = build_leaderboard(write_run(tmp_path, rows), {"loglik": Direction.HIGHER})
+    lb = leaderboard_of(write_run(tmp_path, rows), {"loglik": Direction.HIGHER})
     (table,) = overview_tables(lb, {})
     note = table["rows"][0]["cells"][6].note  # generator, guarantee, ε, ε spent, seeds, failures, then the metric
     assert note.startswith("[−∞, ") and "no CI" not in note
 
 
 def test_notices_name_under_spent_rows_and_cells_lowered_to_nominal(tmp_path):
-    from dpgym.leaderboard import build_leaderboard
     from dpgym.report.build import notices
 
     rows = [result("tight", s, {"auroc": 0.8}, spent=0.99) for s in (0, 1)]
@@ -220,7 +219,7 @@ def test_notices_name_under_spent_rows_and_cells_lowered_to_nominal(tmp_path):
         r["generator"].update(guarantee="nominal",
                               guarantee_reason="formal by its ledger, but schema 'people' was drafted from the private rows")
     run = write_run(tmp_path, rows)
-    said = notices(build_leaderboard(run, {}), RunStore(run).results())
+    said = notices(leaderboard_of(run, {}), RunStore(run).results())
     assert said[0].startswith("1 row(s) spent less than 90% of their ε")
     assert "wasteful on adult at ε = 1 (noise calibrated with rdp, claims 1.000, spends 0.450)" in said[0]
     assert said[1] == ("Nominal, not formal: tight on adult. Formal by its ledger, but schema 'people' was drafted "
@@ -231,7 +230,7 @@ def test_notices_name_under_spent_rows_and_cells_lowered_to_nominal(tmp_path):
 def test_a_rebuilt_report_reuses_the_figures_of_cells_that_did_not_change(tmp_path, monkeypatch):
     """Figures are drawn once per cell and per curve content: a second build draws nothing, loads no
     real rows and shows the same images; a cell run again is drawn again."""
-    from dpgym.report import build, figures
+    from dpgym.report import datasets, figures
 
     run = tmp_path / "run"
     suite = Suite("two", (MethodConfig("uniform"), MethodConfig("independent")), ("adult",), (1.0,), (0,), 1e-5,
@@ -239,7 +238,7 @@ def test_a_rebuilt_report_reuses_the_figures_of_cells_that_did_not_change(tmp_pa
     registry = Registry.discover()
     run_suite(suite, RunStore(run), registry, show_progress=False)
     images = lambda: re.findall(r'src="(data:image/png[^"]+)"', (run / "report.html").read_text())  # noqa: E731
-    build.write_report(run, registry)
+    report_of(run, registry)
     first = images()
 
     def refuse(*args, **kwargs):
@@ -248,15 +247,15 @@ def test_a_rebuilt_report_reuses_the_figures_of_cells_that_did_not_change(tmp_pa
     with monkeypatch.context() as patch:
         for name in ("marginals", "kendall_heatmaps", "metric_curves"):
             patch.setattr(figures, name, refuse)
-        patch.setattr(build, "RealRows", refuse)
-        build.write_report(run, registry)
+        patch.setattr(datasets, "RealRows", refuse)
+        report_of(run, registry)
     assert images()[1:] == first[1:]  # all but the ranking's diagram, which is not drawn from cells
     rerun = next(p for p in (run / "cells").iterdir()
                  if json.loads((p / "result.json").read_text())["method"]["name"] == "uniform")
     (rerun / "result.json").touch()  # as when the cell is run again
     drawn = []
     monkeypatch.setattr(figures, "marginals", lambda *a, **k: drawn.append(a) or "data:image/png;base64,")
-    build.write_report(run, registry)
+    report_of(run, registry)
     assert len(drawn) == 1
 
 
@@ -271,7 +270,6 @@ def test_a_suite_naming_references_gets_each_comparison_in_the_report_linked_fro
         smoke_run, report_registry, tmp_path):
     import shutil
 
-    from dpgym.report import write_report
 
     run = shutil.copytree(smoke_run, tmp_path / "run")
     paper = tmp_path / "test-paper.toml"
@@ -286,7 +284,7 @@ def test_a_suite_naming_references_gets_each_comparison_in_the_report_linked_fro
     manifest["suite"]["references"] = [str(paper)]
     (run / "run.json").write_text(json.dumps(manifest))
 
-    html = write_report(run, report_registry).read_text()
+    html = report_of(run, report_registry).read_text()
     assert '<a href="#paper-test-paper">Against test-paper</a>' in html.split("</nav>", 1)[0]
     section = html.split('<h2 id="paper-test-paper">', 1)[1].split("<h2 ", 1)[0]
     assert "A paper: Table 9" in section and "compare-test-paper.md" in section

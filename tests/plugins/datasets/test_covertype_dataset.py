@@ -16,7 +16,7 @@ import urllib.error
 import numpy as np
 import pytest
 
-from dpgym.datafiles import DatasetUnavailable
+from dpgym.data.datafiles import DatasetUnavailable
 from dpgym.plugins.datasets import covertype
 
 CLASSES = {"1": 30, "2": 40, "3": 10, "4": 5, "5": 5, "6": 5, "7": 5}

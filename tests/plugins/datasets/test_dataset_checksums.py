@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from dpgym.datafiles import REPO_DATA, DatasetUnavailable, data_root, verified
+from dpgym.data.datafiles import REPO_DATA, DatasetUnavailable, data_root, verified
 from dpgym.plugins.datasets import adult, census, intrusion, lifesci, randhie
 
 FILES = {

@@ -3,14 +3,14 @@ CSV with a reviewed schema goes through the smoke suite's generators end to end.
 
 from __future__ import annotations
 
-import pytest
-
 import json
 
-from dpgym.report import write_report
-from dpgym.runner import run_suite
-from dpgym.store import RunStore
-from dpgym.suite import MethodConfig, Suite
+import pytest
+
+from dpgym.results.store import RunStore
+from dpgym.run.runner import run_suite
+from dpgym.run.suite import MethodConfig, Suite
+from tests.harness.report.fakerun import report_of
 from tests.plugins.datasets.test_user_csv_dataset import SCHEMA, people
 
 SMOKE = tuple(MethodConfig(g) for g in ("uniform", "independent", "real"))
@@ -25,7 +25,7 @@ def test_a_suite_without_the_covertype_file_runs_the_rest_and_says_how_to_get_it
     assert (summary.ok, summary.unavailable, summary.failed) == (1, 1, 0)
     assert any("covertype unavailable" in m and "DPGYM_ALLOW_DOWNLOAD=1" in m for m in summary.messages)
     # The report lists the unavailable cell, whose error carries no traceback.
-    html = write_report(tmp_path / "run", registry).read_text()
+    html = report_of(tmp_path / "run", registry).read_text()
     assert "unavailable at load: DatasetUnavailable" in html
 
 
@@ -38,7 +38,7 @@ def test_a_user_csv_with_a_reviewed_schema_runs_through_the_smoke_generators(reg
 
 
 def test_every_cell_on_an_unreviewed_schema_records_the_warning(registry, tmp_path):
-    from dpgym.inference import draft_toml, infer_schema, read_table
+    from dpgym.data.inference import draft_toml, infer_schema, read_table
 
     people(200).to_csv(tmp_path / "people.csv", index=False)
     draft = infer_schema(read_table(tmp_path / "people.csv"), "people")
@@ -53,7 +53,7 @@ def test_every_cell_on_an_unreviewed_schema_records_the_warning(registry, tmp_pa
 
 def test_the_same_csv_at_two_paths_is_one_dataset_and_a_moved_file_resumes(registry, tmp_path):
     """A user dataset's cell keys, seeds and numbers come from its content and options, not its path."""
-    from dpgym.grid import expand
+    from dpgym.run.grid import expand
 
     def placed(folder: str) -> str:
         (tmp_path / folder).mkdir()
@@ -72,11 +72,11 @@ def test_the_same_csv_at_two_paths_is_one_dataset_and_a_moved_file_resumes(regis
     runs = {name: RunStore(tmp_path / f"run-{i}") for i, name in enumerate((here, there))}
     for name, store in runs.items():
         assert run_suite(grid[name], store, registry, show_progress=False).ok == 4
-    numbers = {name: sorted((r["cell"]["key"], r["metrics"]["marginal_tvd"]) for r in store.results())
+    numbers = {name: sorted((r.cell.key, r.metrics["marginal_tvd"]) for r in store.results())
                for name, store in runs.items()}
     assert numbers[here] == numbers[there]
 
     # The file moves: the run resumes, every cell done, now under the dataset's new name.
     resumed = run_suite(grid[there], runs[here], registry, show_progress=False)
     assert (resumed.skipped, resumed.ok) == (4, 0)
-    assert {r["cell"]["dataset"] for r in runs[here].results()} == {there}
+    assert {r.cell.dataset for r in runs[here].results()} == {there}

@@ -9,10 +9,10 @@ import pandas as pd
 import pytest
 
 from dpgym import SchemaError
-from dpgym.datafiles import DatasetUnavailable
-from dpgym.inference import UnreviewedSchemaWarning, draft_toml, infer_schema, read_table
-from dpgym.registry import PluginError
+from dpgym.data.datafiles import DatasetUnavailable
+from dpgym.data.inference import UnreviewedSchemaWarning, draft_toml, infer_schema, read_table
 from dpgym.plugins.datasets import user_csv
+from dpgym.registry import PluginError
 
 SCHEMA = """\
 name = "people"

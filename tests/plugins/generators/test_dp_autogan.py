@@ -11,14 +11,19 @@ import torch
 from torch import nn
 
 from dpgym import Budget, Guarantee
+from dpgym.plugins.generators.dp_autogan import SPEC
+from dpgym.plugins.generators.dp_autogan import model as dp_autogan
+from dpgym.plugins.generators.dp_autogan.model import (
+    PRESETS,
+    build_autoencoder,
+    build_discriminator,
+    choose_setting,
+    published_phases,
+    train_autoencoder,
+)
 from dpgym.privacy.accountants import Phase, RDPAccountant
 from dpgym.privacy.reaccount import reaccount
 from dpgym.specs import SpecError
-from dpgym.plugins.generators.dp_autogan import model as dp_autogan
-from dpgym.plugins.generators.dp_autogan import SPEC
-from dpgym.plugins.generators.dp_autogan.model import (
-    PRESETS, build_autoencoder, build_discriminator, choose_setting, published_phases, train_autoencoder,
-)
 
 ADULT_ROWS, MIMIC_ROWS = 32_561, 27_912
 CLASSIC = RDPAccountant(conversion="classic")

@@ -10,13 +10,17 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dpgym import Budget, Column, ColumnKind, Guarantee, Schema
-from dpgym.privacy import gaussian_epsilon
-from dpgym.privacy.reaccount import reaccount
 from dpgym.plugins.generators.dp_mog import SPEC
 from dpgym.plugins.generators.dp_mog.model import (
-    Mixture, SufficientStatistics, calibrate_noise, composed_epsilon, initial_mixture,
+    Mixture,
+    SufficientStatistics,
+    calibrate_noise,
+    composed_epsilon,
+    initial_mixture,
 )
 from dpgym.plugins.nn.space import project_to_unit_ball
+from dpgym.privacy import gaussian_epsilon
+from dpgym.privacy.reaccount import reaccount
 
 SCHEMA = Schema("blobs", (Column("x", ColumnKind.CONTINUOUS, min=-4.0, max=4.0),
                           Column("y", ColumnKind.CONTINUOUS, min=-4.0, max=4.0),

@@ -14,16 +14,16 @@ import pytest
 
 from dpgym import Budget, Guarantee
 from dpgym.cli import main
-from dpgym.isolation import EnvironmentUnavailable
-from dpgym.registry import Registry
-from dpgym.grid import expand
-from dpgym.runner import run_suite
-from dpgym.store import RunStore
-from dpgym.suite import MethodConfig, Settings, Suite
-from dpgym.testing import CONFORMANCE_SCHEMA, conformance_table
 from dpgym.plugins.generators.synthcity import SPECS, SYNTHCITY
+from dpgym.registry import Registry
+from dpgym.results.store import RunStore
+from dpgym.run.grid import expand
+from dpgym.run.isolation import EnvironmentUnavailable
+from dpgym.run.runner import run_suite
+from dpgym.run.suite import MethodConfig, Settings, Suite
+from dpgym.testing import CONFORMANCE_SCHEMA, conformance_table
 
-FAKE_SYNTHCITY = Path(__file__).resolve().parents[2] / "harness" / "isolated" / "fake_synthcity"
+FAKE_SYNTHCITY = Path(__file__).resolve().parents[2] / "harness" / "run" / "isolated" / "fake_synthcity"
 LABELS = {"synthcity_aim": Guarantee.NOMINAL, "synthcity_dpgan": Guarantee.NOMINAL,
           "synthcity_privbayes": Guarantee.NONE, "synthcity_pategan": Guarantee.NONE,
           "synthcity_adsgan": Guarantee.NONE}
@@ -72,7 +72,7 @@ def test_a_cell_runs_through_the_adapter_and_its_ledger_is_reaccounted(stand_in,
     call = json.loads(log.read_text().splitlines()[-1])
     assert call["device"] == "cpu" and call["epsilon"] == 1.0
     if generator == "synthcity_aim":
-        assert ledger["entries"][0]["mechanism"] == "zcdp" and call["delta"] == 1e-5 and call["degree"] == 2
+        assert ledger["entries"][0]["event"]["type"] == "zcdp" and call["delta"] == 1e-5 and call["degree"] == 2
         assert ledger["reaccounted"]["epsilon"] == pytest.approx(1.0, abs=1e-3)
     else:
         assert "delta" not in call and call["n_bins"] == 100

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dpgym import Guarantee, Ledger, LedgerEntry, LearnerSpec, hookimpl
+from dpgym import Guarantee, LaplaceEvent, LearnerSpec, Ledger, hookimpl
 from dpgym.plugins.learners.nonprivate_lr.model import NonPrivateLR
 
 
@@ -12,8 +12,7 @@ class ClaimsLaplace(NonPrivateLR):
     def fit(self, train, schema, budget, seed):
         super().fit(train, schema, budget, seed)
         ledger = Ledger(Guarantee.PURE)
-        ledger.record(LedgerEntry("laplace", budget.epsilon, 0.0, {"l1_sensitivity": 1.0, "scale": 1.0 / budget.epsilon},
-                                  "basic"))
+        ledger.record(LaplaceEvent(l1_sensitivity=1.0, scale=1.0 / budget.epsilon), accountant="basic")
         return ledger
 
 

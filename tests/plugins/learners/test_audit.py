@@ -4,8 +4,10 @@ import numpy as np
 import pytest
 import torch
 
-from dpgym.audit import clopper_pearson, combine, group_privacy
-from dpgym.plugins.learners import audit, logistic
+from dpgym.audit.learners import combine, group_privacy
+from dpgym.audit.statistics import clopper_pearson
+from dpgym.plugins.learners import logistic
+from dpgym.plugins.learners.expm_nf_lr import audit
 from dpgym.plugins.learners.expm_nf_lr.model import ExpMNFLR
 
 RNG = np.random.default_rng(0)

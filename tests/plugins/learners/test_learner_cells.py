@@ -9,11 +9,12 @@ import pytest
 
 from dpgym.cli import build_parser
 from dpgym.commands import suite_from_args
-from dpgym.grid import expand
-from dpgym.runner import run_suite
+from dpgym.results.store import RunStore
+from dpgym.run.grid import expand
+from dpgym.run.runner import run_suite
+from dpgym.run.suite import MethodConfig, Settings, Suite, SuiteError, suite_from_dict
 from dpgym.specs import SpecError
-from dpgym.store import RunStore
-from dpgym.suite import MethodConfig, Settings, Suite, SuiteError, suite_from_dict
+from tests.harness.report.fakerun import report_of
 
 
 def test_suite_reads_learners_as_names_or_tables():
@@ -72,22 +73,21 @@ def test_learner_cells_score_auc_and_audit(tmp_path, learner_registry, few_direc
     summary = run_suite(suite, RunStore(tmp_path), learner_registry, show_progress=False,
                         settings=Settings(executor="serial"))
     assert summary.ok == 4, summary.messages
-    results = {(r["cell"]["method"], r["cell"]["epsilon"]): r for r in RunStore(tmp_path).results(None)}
+    results = {(r.cell.method, r.cell.epsilon): r for r in RunStore(tmp_path).results(None)}
     nonprivate = results[("nonprivate_lr", 1.0)]
-    assert nonprivate["task"] == "private_learning" and nonprivate["metrics"]["auc"] > 0.85
-    assert nonprivate["audit"]["verdict"] == "not_audited"  # guarantee none: nothing to audit
+    assert nonprivate.task == "private_learning" and nonprivate.metrics["auc"] > 0.85
+    assert nonprivate.audit["verdict"] == "not_audited"  # guarantee none: nothing to audit
     small = results[("expm_nf_lr", 1e-5)]
-    assert small["method"]["guarantee"] == "nominal"
-    assert small["privacy"]["reaccounted"]["verdict"] == "ok"
-    assert small["audit"]["verdict"] in {"consistent", "vacuous"} and small["audit"]["findings"]
-    assert math.isfinite(small["audit"]["auc_permuted_median"])
-    assert set(small["metrics"]) == {"auc", "auc_draws_median"}  # the diagnostic is not ranked as a score
+    assert small.method.guarantee == "nominal"
+    assert small.privacy.reaccounted.verdict == "ok"
+    assert small.audit["verdict"] in {"consistent", "vacuous"} and small.audit["findings"]
+    assert math.isfinite(small.audit["auc_permuted_median"])
+    assert set(small.metrics) == {"auc", "auc_draws_median"}  # the diagnostic is not ranked as a score
 
 
 @pytest.mark.slow
 def test_leaderboard_and_report_of_learners_carry_auc_fraction_and_verdict(tmp_path, learner_registry):
-    from dpgym.leaderboard import write_leaderboard
-    from dpgym.report.build import write_report
+    from dpgym.results.render import write_leaderboard
 
     # ε = 1e-3: PRV's error bar is clipped at 1e-4 (docs/methods/expm-nf.md#dpsgd-baseline), so DP-SGD cannot certify ε ≲ 1e-4
     suite = Suite(name="board", generators=(), datasets=("toy_learning",), epsilons=(1e-3,), seeds=(0, 1),
@@ -100,7 +100,7 @@ def test_leaderboard_and_report_of_learners_carry_auc_fraction_and_verdict(tmp_p
     assert rows.loc["dpsgd_lr", "auc_fraction_of_nonprivate"] < 0.9  # ε·n = 3: little signal survives the noise
     assert rows.loc["dpsgd_lr", "audit_verdict"] in {"consistent", "vacuous"}
     assert "| audit |" in markdown and "auc_fraction_of_nonprivate" in markdown
-    html = write_report(tmp_path, learner_registry).read_text()  # no synthetic rows, so no marginal figures
+    html = report_of(tmp_path, learner_registry).read_text()  # no synthetic rows, so no marginal figures
     assert "Private learners (dpsgd_lr, nonprivate_lr) release a model" in html and "Marginals:" not in html
     learning = html[html.index('<h2 id="learning">'):html.index('<h2 id="privacy">')]
     assert re.search(r"dpsgd_lr \(formal\): (consistent with its claimed ε|at ε = 0.001 the audit ran but its bound is "
@@ -113,7 +113,7 @@ def test_draws_of_different_seeds_are_not_pooled_for_the_group_privacy_check():
     pass for 10,000 independent models and overstate the evidence. One model per seed is pooled."""
     import pandas as pd
 
-    from dpgym.leaderboard import _learning_columns
+    from dpgym.results.leaderboard import _learning_columns
 
     rng = np.random.default_rng(0)
     shifted = [list(rng.normal(0.6 + 0.02 * s, 0.001, 1000)) for s in range(10)]  # each seed its own spot
@@ -133,6 +133,6 @@ def test_a_learner_fault_after_its_fit_fails_its_cell_at_its_stage(tmp_path, lea
     summary = run_suite(suite, RunStore(tmp_path), learner_registry, show_progress=False,
                         settings=Settings(executor="serial"))
     assert summary.failed == 2
-    errors = {r["cell"]["method"]: r["error"] for r in RunStore(tmp_path).results(None)}
-    assert errors["no_models"]["stage"] == "evaluate" and "returned no model" in errors["no_models"]["message"]
-    assert errors["twin_fails"]["stage"] == "audit" and "permuted-label twin broke" in errors["twin_fails"]["message"]
+    errors = {r.cell.method: r.error for r in RunStore(tmp_path).results(None)}
+    assert errors["no_models"].stage == "evaluate" and "returned no model" in errors["no_models"].message
+    assert errors["twin_fails"].stage == "audit" and "permuted-label twin broke" in errors["twin_fails"].message

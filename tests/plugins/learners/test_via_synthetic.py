@@ -3,8 +3,8 @@
 import pytest
 
 from dpgym import Budget
-from dpgym.registry import PluginError
 from dpgym.plugins.learners.via_synthetic.model import ViaSynthetic
+from dpgym.registry import PluginError
 
 
 def test_resolved_learner_inherits_the_generators_guarantee(learner_registry):
@@ -27,9 +27,9 @@ def test_model_from_independent_histograms_spends_the_generators_ledger(toy_spli
 
 
 def test_bad_generator_params_are_a_user_error_before_any_cell_runs(learner_registry):
-    from dpgym.grid import check_builds, expand
+    from dpgym.run.grid import check_builds, expand
+    from dpgym.run.suite import MethodConfig, Suite
     from dpgym.specs import SpecError
-    from dpgym.suite import MethodConfig, Suite
 
     bad = MethodConfig("via_synthetic:independent", {"generator_params": {"bogus": 1}}, kind="learner")
     suite = Suite("t", (), ("adult_expm",), (1.0,), (0,), 1e-5, learners=(bad,))

@@ -10,14 +10,18 @@ import pandas as pd
 import pytest
 
 from dpgym import Budget
-from dpgym.privacy.reaccount import reaccount
-from dpgym.plugins.generators import aim
-from dpgym.privacy import total_rho
 from dpgym.plugins.datasets import adult
+from dpgym.plugins.generators import aim
 from dpgym.plugins.marginal.domain import TableDomain
 from dpgym.plugins.marginal.model import Measurements, estimate, marginal_counts, model_domain, model_size_mb
+from dpgym.privacy import total_rho
+from dpgym.privacy.reaccount import reaccount
 from tests.plugins.marginal.support import (
-    CORRELATED_SCHEMA, correlated_table, entry_rho, fidelity_beside_independent, kendall_gap,
+    CORRELATED_SCHEMA,
+    correlated_table,
+    entry_rho,
+    fidelity_beside_independent,
+    kendall_gap,
 )
 
 PARAMS = {"numeric_bins": 16, "rounds_per_column": 4, "estimation_iters": 200}

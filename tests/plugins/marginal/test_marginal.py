@@ -11,11 +11,9 @@ import pandas as pd
 import pytest
 
 from dpgym import Column, ColumnKind, Schema
-from dpgym.privacy import zcdp_epsilon
-from dpgym.privacy import exponential_mechanism, total_rho
 from dpgym.plugins.marginal.domain import TableDomain
 from dpgym.plugins.marginal.model import ModelMarginals, mbi  # mbi as configured there (64-bit JAX)
-
+from dpgym.privacy import exponential_mechanism, total_rho, zcdp_epsilon
 from tests.plugins.marginal.support import CORRELATED_SCHEMA
 
 GRID_SCHEMA = Schema(

@@ -10,11 +10,15 @@ import pandas as pd
 import pytest
 
 from dpgym import Budget
-from dpgym.privacy.reaccount import reaccount
 from dpgym.plugins.generators import mst
 from dpgym.privacy import total_rho
+from dpgym.privacy.reaccount import reaccount
 from tests.plugins.marginal.support import (
-    CORRELATED_SCHEMA, correlated_table, entry_rho, fidelity_beside_independent, kendall_gap,
+    CORRELATED_SCHEMA,
+    correlated_table,
+    entry_rho,
+    fidelity_beside_independent,
+    kendall_gap,
 )
 
 # Few bins: with 100, most of `amount`'s bins hold fewer rows than 3σ at ε = 1, and MST merges them

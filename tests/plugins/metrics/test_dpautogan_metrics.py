@@ -14,8 +14,16 @@ from hypothesis import strategies as st
 from dpgym import Column, ColumnKind, MetricContext, Schema
 from dpgym.plugins.datasets.mimic import load_standin, standin_schema
 from dpgym.plugins.metrics.dpautogan.compute import (
-    category_distribution, diversity_columns, evaluate_diversity, evaluate_prediction, evaluate_probability, jsd,
-    label_accuracy, labelled, smoothed_kl, smoothing,
+    category_distribution,
+    diversity_columns,
+    evaluate_diversity,
+    evaluate_prediction,
+    evaluate_probability,
+    jsd,
+    label_accuracy,
+    labelled,
+    smoothed_kl,
+    smoothing,
 )
 
 

@@ -6,9 +6,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from dpgym.datafiles import DatasetUnavailable
-from dpgym.schema import SchemaError
+from dpgym.data.datafiles import DatasetUnavailable
 from dpgym.plugins.datasets import mimic
+from dpgym.schema import SchemaError
 
 
 def test_missing_mimic_file_is_a_clear_unavailable_error(monkeypatch, tmp_path):
@@ -50,9 +50,9 @@ def test_a_non_binary_matrix_is_refused(monkeypatch, tmp_path):
 
 
 def test_the_cell_key_follows_the_matrix_not_its_path(monkeypatch, tmp_path):
-    from dpgym.grid import expand
     from dpgym.registry import Registry
-    from dpgym.suite import MethodConfig, Suite
+    from dpgym.run.grid import expand
+    from dpgym.run.suite import MethodConfig, Suite
 
     def keys(path):
         monkeypatch.setenv(mimic.ENV, str(path))
