@@ -1,4 +1,5 @@
-"""Cost of a cell's default metrics against a yardstick fit, on Adult and Census, in one run.
+"""Cost of a cell's default metrics (fidelity, utility with its six default classifiers, privacy)
+against a yardstick fit, on Adult and Census, in one run.
 
 The yardstick is one `HistGradientBoostingClassifier` fit (library defaults, one thread, as the
 utility zoo runs it) on the dataset's real training split, encoded as the zoo encodes it. Each
@@ -19,6 +20,8 @@ from dpgym.privacy.budget import Budget
 from dpgym.plugins.datasets import adult, census
 from dpgym.plugins.generators.independent import SPEC as INDEPENDENT
 from dpgym.plugins.metrics.fidelity import compute as fidelity
+from dpgym.plugins.metrics.privacy import compute as privacy
+from dpgym.plugins.metrics.utility import SPEC as UTILITY
 from dpgym.plugins.metrics.utility import compute as utility
 from dpgym.specs import MetricContext
 
@@ -64,8 +67,14 @@ def test_fidelity(timed, context):
     assert 0 < result.values["marginal_tvd"] < 0.1
 
 
-def test_utility_zoo(timed, context):
+def test_utility_default_classifiers(timed, context):
     dataset, ctx = context
-    ctx = MetricContext(**{**ctx.__dict__, "options": utility.OPTIONS})
+    ctx = MetricContext(**{**ctx.__dict__, "options": UTILITY.resolve_options({})})
     result = timed("utility", dataset, lambda: utility.evaluate(ctx), rounds=1)
     assert result.values["tstr_auroc"] > 0.8
+
+
+def test_privacy(timed, context):
+    dataset, ctx = context
+    result = timed("privacy", dataset, lambda: privacy.evaluate(ctx), rounds=1)
+    assert 0.4 < result.values["mia_auc"] < 0.6

@@ -22,7 +22,7 @@ from dpgym.data.inference import UnreadableTable, draft_toml, infer_schema, read
 from dpgym.registry import PluginError, Provided, Registry
 from dpgym.results.references import ReferenceError, known_references, load_reference
 from dpgym.results.store import RunStore, StoreError, runs_again, write_json_atomic
-from dpgym.run.grid import check_builds, default_metrics, expand
+from dpgym.run.grid import NOT_DEFAULT, check_builds, default_metrics, expand
 from dpgym.run.pipeline import Run, stored_manifest
 from dpgym.run.preflight import InputError, check_datasets, check_out
 from dpgym.run.suite import (
@@ -183,12 +183,13 @@ def cmd_list(registry: Registry, console: Console) -> None:
             how_to.append(f"{name}: {missing}")
         data.add_row(name, p.spec.version, "no (see below)" if missing else "yes", p.spec.license,
                      p.spec.checksum[:12], p.package, p.spec.description)
-    mets = Table(title="metrics")
-    for col in ("name", "version", "values (direction)", "provided by"):
+    mets = Table(title="metrics (default: run when a run names none; ranked value marked *)")
+    for col in ("name", "version", "default", "values (direction)", "provided by"):
         mets.add_column(col)
     for name, p in sorted(registry.kinds["metric"].items()):
-        values = ", ".join(f"{k} ({'↑' if d is Direction.HIGHER else '↓'})" for k, d in p.spec.directions.items())
-        mets.add_row(name, p.spec.version, values, p.package)
+        values = ", ".join(f"{k}{'*' if k == p.spec.ranked_value else ''} ({'↑' if d is Direction.HIGHER else '↓'})"
+                           for k, d in p.spec.directions.items())
+        mets.add_row(name, p.spec.version, "yes" if p.spec.default else "", values, p.package)
     show = console.print
     if not console.is_terminal:  # piped or redirected: no screen to fit, so each table gets the width it needs
         def show(table: Table) -> None:
@@ -233,7 +234,12 @@ def left_out_metrics(suite: Suite, registry: Registry) -> list[str]:
         for metric, reason in default_metrics(registry, spec, registry.dataset(dataset))[1].items():
             reasons.setdefault((metric, reason), []).append(f"{method.display} on {dataset}")
     lines = []
+    not_default = sorted(metric for (metric, reason) in reasons if reason == NOT_DEFAULT)
+    if not_default:
+        lines.append(f"metrics not run by default: {', '.join(not_default)} (name them with --metrics)")
     for (metric, reason), where in sorted(reasons.items()):
+        if reason == NOT_DEFAULT:
+            continue
         scope = "" if len(where) == len(pairs) else f" ({', '.join(where)})"
         lines.append(f"metric {metric} left out{scope}: {reason}")
     return lines

@@ -310,6 +310,18 @@ class MetricSpec:
     # CI grid); changed options enter the cell key. `validate_options` may refuse bad values.
     options: Mapping[str, Any] = field(default_factory=dict)
     validate_options: Callable[[Mapping[str, Any]], None] | None = None
+    # Whether a run that names no metrics runs this one. Off unless the metric is cheap and answers
+    # what every benchmark compares: dpgym's own default set is fidelity, utility and privacy.
+    default: bool = False
+    # The one value that stands for this metric's family in the overall ranking (docs/leaderboard.md):
+    # every family with a ranked value weighs the same there, however many values it reports. None
+    # keeps the metric's values beside the ranking, as columns, without ranking them.
+    ranked_value: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.ranked_value is not None and self.ranked_value not in self.directions:
+            raise SpecError(f"metric {self.name!r}: ranked_value {self.ranked_value!r} is not one of its values "
+                            f"({', '.join(sorted(self.directions))})")
 
     def resolve_options(self, given: Mapping[str, Any]) -> dict[str, Any]:
         """The defaults overridden by `given`; unknown names or refused values are a SpecError."""

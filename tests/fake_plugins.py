@@ -402,6 +402,8 @@ class QuickMetrics:
     @hookimpl
     def dpgym_metrics(self) -> list[MetricSpec]:
         return [MetricSpec("target_gap", "1", _target_rate_gap, {"target_rate_gap": Direction.LOWER},
-                           description="The gap between the real and synthetic rates of the target classes."),
+                           description="The gap between the real and synthetic rates of the target classes.",
+                           ranked_value="target_rate_gap"),
                 MetricSpec("mean_gap", "1", _numeric_mean_gap, {"numeric_mean_gap": Direction.LOWER},
-                           description="The gap between the real and synthetic means of the numeric columns.")]
+                           description="The gap between the real and synthetic means of the numeric columns.",
+                           ranked_value="numeric_mean_gap")]

@@ -40,6 +40,8 @@ from dpgym.specs import Direction
 
 # The directions of the metrics in the module docstring, declared as metric plugins declare theirs.
 DIRECTIONS = {"auc": Direction.HIGHER, "auc_draws_median": Direction.HIGHER}
+# The value the private learners are ranked on among themselves.
+RANKED_VALUE = "auc"
 EVALUATION_DRAWS = 1000
 AUDIT_MAX_LOG_FACTOR = 50.0  # e^{nε} above e^50 makes the group-privacy bound vacuous for any AUC
 

@@ -31,7 +31,7 @@ from dpgym.results.compare import check_claims, compare, report_section, run_cel
 from dpgym.results.leaderboard import ARROWS, GROUP, UNDER_SPENT, Leaderboard, metric_info, rank_groups
 from dpgym.results.records import CellRecord
 from dpgym.results.references import load_reference
-from dpgym.results.render import format_accounted_epsilon
+from dpgym.results.render import format_accounted_epsilon, ranking_note
 from dpgym.results.store import RunStore
 from dpgym.specs import Direction
 
@@ -85,7 +85,7 @@ def overview_tables(lb: Leaderboard, families: dict[str, str]) -> list[dict[str,
     for dataset, part in board.groupby("dataset", sort=True):
         header = ["generator", "guarantee", "ε", "ε spent", "seeds", "failures"]
         header += [f"{m}\u00a0{ARROWS.get(lb.directions.get(m), '(direction undeclared)')}" for m in metrics]
-        header += ["fit s", "sample s", "peak MB", "audit"]
+        header += ["fit s", "sample s", "peak MB", "audit", "privacy check"]
         rows = []
         previous_epsilon = None
         for _, row in part.sort_values(["epsilon", "generator"]).iterrows():
@@ -112,6 +112,7 @@ def overview_tables(lb: Leaderboard, families: dict[str, str]) -> list[dict[str,
                 cells.append(Cell(num(value, digits) if digits else (f"{value:.0f}" if math.isfinite(value) else "—"),
                                   value if math.isfinite(value) else 1e300, "best" if best else ""))
             cells.append(Cell(row.audit_verdict or "—", row.audit_verdict or "", "text"))
+            cells.append(Cell(row.privacy_check or "—", row.privacy_check or "", "text bad" if row.privacy_check else "text"))
             rows.append({"cells": cells, "failed": bool(row.failures),
                          "group_start": previous_epsilon is not None and row.epsilon != previous_epsilon})
             previous_epsilon = row.epsilon
@@ -232,7 +233,8 @@ def ranking_context(lb: Leaderboard, palette: dict[str, Any]) -> dict[str, Any]:
     ranking = lb.ranking
     context: dict[str, Any] = {"statement": ranking.statement, "generators": ranking.generators,
                                "groups": rank_groups(ranking.generators), "figure": None, "blocks": ranking.blocks,
-                               "excluded": ranking.excluded}
+                               "excluded": ranking.excluded, "flagged": ranking.flagged, "note": ranking_note(lb),
+                               "block_definition": ranking.block_definition}
     if ranking.posthoc:
         mean_ranks = pd.Series({e["generator"]: e["mean_rank"] for e in ranking.generators})
         pvalues = pd.DataFrame(ranking.posthoc["pvalues"]).loc[mean_ranks.index, mean_ranks.index]

@@ -12,6 +12,12 @@ cells charged as the leaderboard charges them, so the two agree), and the entry 
 - ``better`` / ``worse``: otherwise, by the metric's declared direction;
 - ``not run``: the run has no cells for the entry, or its cells did not compute the metric.
 
+A relative entry (``relative_to``: "greater than 93 % of the non-private AUC") states a ratio to another
+row of the same suite. Ours is then the ratio of our two means over seeds, its interval a percentile
+bootstrap resampling each row's seeds (scipy.stats.bootstrap, two independent samples), and the
+status judges our ratio against the paper's: the paper's own baseline value, from its preparation of
+the data, never enters.
+
 An entry is compared on each of its datasets (its `variants`, other preparations of the same data)
 that the run has any cells of; an entry whose datasets the run has none of is one ``not run`` row.
 
@@ -34,15 +40,19 @@ from __future__ import annotations
 
 import json
 import math
+import zlib
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 from rich.table import Table
+from scipy import stats
 
-from dpgym.results.leaderboard import cell_rows, charge_failures, interval_key, mean_and_interval
+from dpgym.results.leaderboard import (BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, CONFIDENCE, cell_rows, charge_failures,
+                                       interval_key, mean_and_interval)
 from dpgym.results.records import CellRecord
 from dpgym.results.references import Claim, Entry, Reference, ReferenceError, format_epsilon
 from dpgym.results.render import format_number, markdown_text, strict_json
@@ -212,10 +222,12 @@ def _compare_on(entry: Entry, datasets: tuple[str, ...], cells: pd.DataFrame, di
         ran = ", ".join(format_epsilon(e) for e in sorted(mine.epsilon.unique()))
         return [Comparison(entry, NOT_RUN, datasets, reason=f"the run has {entry.generator} on {dataset_text(datasets)} "
                            f"at ε = {ran} only")]
-    return [_compare_group(entry, datasets, group, direction) for _, group in at_epsilon.groupby("delta", sort=True)]
+    return [_compare_group(entry, datasets, group, direction, cells)
+            for _, group in at_epsilon.groupby("delta", sort=True)]
 
 
-def _compare_group(entry: Entry, datasets: tuple[str, ...], group: pd.DataFrame, direction: Direction) -> Comparison:
+def _compare_group(entry: Entry, datasets: tuple[str, ...], group: pd.DataFrame, direction: Direction,
+                   cells: pd.DataFrame) -> Comparison:
     epsilon, delta = group.epsilon.iloc[0], group.delta.iloc[0]
     column = f"metric:{entry.metric}"
     values = group[column] if column in group else pd.Series(dtype=float)
@@ -224,9 +236,42 @@ def _compare_group(entry: Entry, datasets: tuple[str, ...], group: pd.DataFrame,
                           reason=f"the run's cells of {entry.generator} did not compute {entry.metric}")
     # One dataset: the leaderboard row's own interval; pooled replicates: an interval of their own.
     where = interval_key(entry.generator, "+".join(datasets), epsilon, delta, entry.metric)
-    mean, _, low, high = mean_and_interval(values, where)
+    if entry.relative_to is None:
+        mean, _, low, high = mean_and_interval(values, where)
+        failures = int(group.charged.sum())
+    else:
+        base = _baseline_cells(entry, datasets, float(epsilon), float(delta), cells)
+        base_column = f"metric:{entry.relative_to.metric}"
+        if base.empty or base_column not in base or base[base_column].notna().sum() == 0:
+            return Comparison(entry, NOT_RUN, datasets, float(epsilon), float(delta),
+                              reason=f"the run has no {entry.relative_to.text} on {dataset_text(datasets)} to divide by")
+        mean, low, high = ratio_and_interval(values, base[base_column], f"{where}/{entry.relative_to.text}")
+        failures = int(group.charged.sum() + base.charged.sum())
     return Comparison(entry, judge(entry, mean, low, high, direction), datasets, float(epsilon), float(delta),
-                      mean, low, high, int(values.notna().sum()), int(group.charged.sum()))
+                      mean, low, high, int(values.notna().sum()), failures)
+
+
+def _baseline_cells(entry: Entry, datasets: tuple[str, ...], epsilon: float, delta: float,
+                    cells: pd.DataFrame) -> pd.DataFrame:
+    """The cells of a relative entry's baseline row: at the entry's ε and δ where the baseline ran there,
+    else (a non-private baseline, the same fits at every ε) at its largest ε."""
+    base = _cells_of(cells, entry.relative_to.generator, datasets, None)
+    same = base[(base.epsilon == epsilon) & (base.delta == delta)]
+    return same if len(same) else base[base.epsilon == base.epsilon.max()] if len(base) else base
+
+
+def ratio_and_interval(values: pd.Series, base: pd.Series, seed_key: str) -> tuple[float, float, float]:
+    """The ratio of two rows' means over seeds, and its 95% percentile bootstrap interval resampling
+    each row's seeds on their own (NaN with fewer than two seeds on either side)."""
+    ours, theirs = values.dropna().to_numpy(dtype=float), base.dropna().to_numpy(dtype=float)
+    ratio = float(ours.mean() / theirs.mean())
+    if min(len(ours), len(theirs)) < 2:
+        return ratio, math.nan, math.nan
+    rng = np.random.default_rng([BOOTSTRAP_SEED, zlib.crc32(seed_key.encode())])
+    result = stats.bootstrap((ours, theirs), lambda a, b, axis=-1: a.mean(axis=axis) / b.mean(axis=axis),
+                             confidence_level=CONFIDENCE, n_resamples=BOOTSTRAP_RESAMPLES, method="percentile",
+                             paired=False, rng=rng)
+    return ratio, float(result.confidence_interval.low), float(result.confidence_interval.high)
 
 
 def _published(entry: Entry) -> str:
@@ -237,6 +282,8 @@ def _published(entry: Entry) -> str:
         text += f" (read ± {format_number(entry.precision, 2)})"
     if entry.band is not None:
         text += f" band [{format_number(entry.band[0])}, {format_number(entry.band[1])}]"
+    if entry.relative_to is not None:
+        text += f" × {entry.relative_to.text}"
     return text
 
 
@@ -291,7 +338,8 @@ def terminal_tables(reference: Reference, rows: list[Comparison], claims: list[C
 
 
 OURS = ("Ours: the mean over seeds (or pooled replicates) with the leaderboard's 95% bootstrap interval, failed "
-        "cells charged.")
+        "cells charged; for an entry relative to another row (paper \"0.93 × nonprivate-l2 auc\"), the ratio of "
+        "the two rows' means with a bootstrap interval resampling each row's seeds.")
 
 
 def status_counts(rows: list[Comparison], claims: Sequence[ClaimCheck] = ()) -> str:

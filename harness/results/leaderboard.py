@@ -38,16 +38,24 @@ Statistics (see the README's leaderboard section for the reasoning):
   ``failures`` the charged ones; means, intervals and ranks are over both.
 - ``<m>_rank`` = 1 + the number of generators (same dataset and ε) whose CI lies entirely on the
   better side of this one's: generators whose intervals overlap share a rank.
-- The overall ranking treats every (dataset, ε, metric value) as a block, ranks the generators
-  within it, and runs a Friedman test (scipy) with a Nemenyi post-hoc comparison
-  (scikit-posthocs); its rank groups and critical difference feed the report's CD diagram.
+- The overall ranking is over the ranked values: one per metric family that declares one
+  (`MetricSpec.ranked_value`: fidelity's and utility's), so each family weighs the same however many
+  values it reports. Each (dataset, ε, ranked value) is a block; the generators are ranked within it,
+  and a Friedman test (scipy) with a Nemenyi post-hoc comparison (scikit-posthocs) gives rank groups
+  and the critical difference of the report's CD diagram. The other values (the privacy-risk
+  indicators among them) stay beside the ranking as columns.
+- ``privacy_check`` flags a row whose empirical audit found a `violation`, or whose synthetic rows copy
+  training rows clearly more often than holdout rows (`copies_training_rows`). A generator with a
+  flagged row is left out of the overall ranking: a benchmark fixes privacy by ε and compares the rest
+  at that ε, so a generator that does not keep its ε is not compared. Generators that claim no privacy
+  (guarantee ``none``: the ``real`` reference) are never flagged for copies.
 """
 
 from __future__ import annotations
 
 import math
 import zlib
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from importlib.metadata import version
 from typing import Any
@@ -73,6 +81,12 @@ BASELINE = "uniform"  # SDGym's reference for charging failures: reads no rows, 
 UNDER_SPENT = 0.9  # a row spending less than this share of its ε is marked under_spent
 NOT_FAILURES = ("ok", "unavailable")  # unavailable = the dataset was missing: nobody's fault, not charged
 ARROWS = {Direction.HIGHER: "↑", Direction.LOWER: "↓"}
+# A row copies training rows when the share of its synthetic rows that match a training row (among as
+# many training rows as the test split has, `exact_match_rate_train_sized_as_test`) exceeds the share
+# that match a holdout row by both margins: at least COPY_MARGIN more, and at least COPY_RATIO times as
+# much. Duplicates in the population put some exact matches on both sides, in equal shares.
+COPY_MARGIN = 0.01
+COPY_RATIO = 2.0
 AUDIT_NOTE = ("ε lower (audit): the empirical audit's lower bound on ε at 95% confidence (`dpgym audit`, "
               "docs/privacy.md#empirical-audits), with its fits; `consistent` proves nothing, a bound above the "
               "row's ε shows the claim false.")
@@ -83,6 +97,13 @@ def generator_independent_values(registry: Registry) -> frozenset[str]:
     dataset."""
     return frozenset(name for provided in registry.kinds["metric"].values()
                      if not provided.spec.depends_on_generator for name in provided.spec.directions)
+
+
+def ranked_values(registry: Registry) -> tuple[str, ...]:
+    """The value of each metric family that the overall ranking uses: each metric's declared
+    `ranked_value`, and the private learners' AUC (learners are ranked among themselves)."""
+    declared = (provided.spec.ranked_value for _, provided in sorted(registry.kinds["metric"].items()))
+    return (*(value for value in declared if value), learners.RANKED_VALUE)
 
 
 def metric_info(registry: Registry) -> tuple[dict[str, Direction], dict[str, str]]:
@@ -140,6 +161,7 @@ def cell_rows(results: list[CellRecord]) -> pd.DataFrame:
             "replace_one": audit.get("replace_one", False),
             "auc_draws": detail.get("auc_draws"),
             "auc_permuted_draws": detail.get("auc_permuted_draws"),
+            "copies_train_sized": (detail.get("privacy") or {}).get("exact_match_rate_train_sized_as_test"),
             **({f"metric:{k}": v for k, v in (r.metrics or {}).items()} if r.ok else {}),
         })
     cells = pd.DataFrame(rows)
@@ -251,6 +273,7 @@ def aggregate(cells: pd.DataFrame, directions: dict[str, Direction]) -> pd.DataF
             sample_seconds_mean=ok.sample_seconds.mean(),
             peak_rss_mb_max=ok.peak_rss_mb.max(),
             error=next((e for e in group[group.charged].error if e), ""),
+            copies_train_sized=pd.to_numeric(ok.copies_train_sized, errors="coerce").mean(),
         )
         if (group.task == "private_learning").all():
             row.update(plugin=group.plugin.iloc[0], **_learning_columns(ok, row["epsilon"]))
@@ -313,15 +336,22 @@ class Ranking:
     posthoc: dict[str, Any] | None = None
     critical_difference: float | None = None
     alpha: float = ALPHA
-    block_definition: str = ("every (dataset, ε, metric value) with a declared direction where not every generator "
-                             "ties; failed cells charged")
-    excluded: list[str] = field(default_factory=list)
+    ranked: list[str] = field(default_factory=list)  # the values whose blocks it ranks, one per family
+    excluded: list[str] = field(default_factory=list)  # generators missing from some block
+    flagged: list[str] = field(default_factory=list)  # generators left out by the privacy check
+    datasets: int = 0  # how many datasets the blocks come from
+
+    @property
+    def block_definition(self) -> str:
+        values = ", ".join(self.ranked) or "none"
+        return (f"every (dataset, ε) for each ranked value ({values}: one per metric family) where not every "
+                "generator ties; failed cells charged")
 
 
-def _block_table(board: pd.DataFrame, directions: dict[str, Direction]) -> pd.DataFrame:
+def _block_table(board: pd.DataFrame, directions: dict[str, Direction], ranked: Sequence[str]) -> pd.DataFrame:
     """Blocks × generators, oriented so that a smaller value is always better."""
     parts = []
-    for m in (m for m in metric_names(board) if m in directions):
+    for m in (m for m in metric_names(board) if m in directions and m in ranked):
         sign = 1.0 if directions[m] is Direction.LOWER else -1.0
         wide = board.pivot_table(index=["dataset", "epsilon"], columns="generator", values=f"{m}_mean", dropna=False)
         parts.append((sign * wide).assign(metric=m).set_index("metric", append=True))
@@ -355,28 +385,49 @@ def budget_statement(board: pd.DataFrame, ranked: list[str]) -> str:
             f"of their ε ({listed}), so those methods were compared with less privacy spent than listed.")
 
 
-def overall_ranking(board: pd.DataFrame, directions: dict[str, Direction], alpha: float = ALPHA) -> Ranking:
-    """Friedman test over blocks, Nemenyi post-hoc, and rank groups that respect it.
+def privacy_flags(board: pd.DataFrame) -> pd.Series:
+    """Per row, why the privacy check flags it ("" when it does not): an audit's `violation`, or copies of
+    training rows (COPY_MARGIN, COPY_RATIO) by a generator that claims privacy."""
+    train = board.copies_train_sized.astype(float)
+    holdout = board.get("exact_match_rate_holdout_mean", pd.Series(math.nan, index=board.index)).astype(float)
+    copies = (board.guarantee != "none") & (train >= holdout + COPY_MARGIN) & (train >= COPY_RATIO * holdout)
+    flags = []
+    for verdict, copying, t, h in zip(board.audit_verdict, copies, train, holdout):
+        reasons = ["audit: violation"] if verdict == "violation" else []
+        if copying:
+            reasons.append(f"copies training rows ({t:.3g} exact matches vs {h:.3g} of holdout rows)")
+        flags.append("; ".join(reasons))
+    return pd.Series(flags, index=board.index, dtype=object)
+
+
+def overall_ranking(board: pd.DataFrame, directions: dict[str, Direction], ranked: Sequence[str],
+                    alpha: float = ALPHA) -> Ranking:
+    """Friedman test over the ranked values' blocks, Nemenyi post-hoc, and rank groups that respect it.
 
     A run of both synthetic-data generators and private learners ranks the generators: the two kinds
     share no metric (fidelity and utility vs. a model's AUC), so no block holds both, and the
-    learners are compared in a section of their own."""
-    everyone = sorted(board.generator.unique())
+    learners are compared in a section of their own. Generators with a row flagged by the privacy
+    check (`privacy_check`) are left out."""
+    ranked = [m for m in ranked if m in directions and m in metric_names(board)]
     learners = board.task == "private_learning"
     if learners.any() and not learners.all():
-        ranking = overall_ranking(board[~learners], directions, alpha)
+        ranking = overall_ranking(board[~learners], directions, ranked, alpha)
         ranking.excluded = sorted(set(ranking.excluded) | set(board.generator[learners]))
         ranking.statement += (" Private learners are not in this ranking: they share no metric with the generators; "
                               "the private-learning section compares them.")
         return ranking
-    table = _block_table(board, directions)
+    flagged = sorted(set(board.generator[board.privacy_check != ""])) if "privacy_check" in board else []
+    board = board[~board.generator.isin(flagged)]
+    everyone = sorted(board.generator.unique())
+    table = _block_table(board, directions, ranked)
     complete = table.dropna(axis=0) if len(table) else table
     excluded = sorted(set(everyone) - set(complete.columns))
     k, n = complete.shape[1], complete.shape[0]
+    flagged_note = (f" Left out by the privacy check: {', '.join(flagged)}." if flagged else "")
     if k < 2 or n < 1:
         return Ranking(n, [{"generator": g, "mean_rank": math.nan, "rank": math.nan} for g in everyone],
-                       "No overall ranking: the run has no metric values shared by two or more generators.",
-                       excluded=excluded)
+                       "No overall ranking: the run has no ranked values shared by two or more generators."
+                       + flagged_note, ranked=ranked, excluded=excluded, flagged=flagged)
     mean_ranks = complete.rank(axis=1, method="average").mean().sort_values()
     entries = [{"generator": g, "mean_rank": float(r)} for g, r in mean_ranks.items()]
     if k < 3 or n < 2:
@@ -384,8 +435,9 @@ def overall_ranking(board: pd.DataFrame, directions: dict[str, Direction], alpha
             e["rank"] = 1.0
         return Ranking(n, entries, (
             f"Mean ranks over {n} block(s) only: a Friedman test needs at least three generators and two blocks, "
-            "so no generator is shown to be better than another.") + budget_statement(board, list(complete.columns)),
-            excluded=excluded)
+            "so no generator is shown to be better than another.") + budget_statement(board, list(complete.columns))
+            + flagged_note, ranked=ranked, excluded=excluded, flagged=flagged)
+    datasets = complete.index.get_level_values("dataset").nunique()
     chi2, p = stats.friedmanchisquare(*(complete[c].to_numpy() for c in complete.columns))
     pvalues = scikit_posthocs.posthoc_nemenyi_friedman(complete.to_numpy())
     pvalues.index = pvalues.columns = list(complete.columns)
@@ -398,8 +450,9 @@ def overall_ranking(board: pd.DataFrame, directions: dict[str, Direction], alpha
         n, entries, "", friedman={"statistic": float(chi2), "pvalue": float(p), "df": k - 1},
         posthoc={"method": "Nemenyi (after Friedman)", "package": f"scikit-posthocs {version('scikit-posthocs')}",
                  "pvalues": {a: {b: float(pvalues.loc[a, b]) for b in pvalues.columns} for a in pvalues.index}},
-        critical_difference=cd, alpha=alpha, excluded=excluded)
-    ranking.statement = _statement(ranking, differ) + budget_statement(board, list(complete.columns))
+        critical_difference=cd, alpha=alpha, ranked=ranked, excluded=excluded, flagged=flagged,
+        datasets=datasets)
+    ranking.statement = _statement(ranking, differ) + budget_statement(board, list(complete.columns)) + flagged_note
     return ranking
 
 
@@ -422,8 +475,9 @@ def _statement(ranking: Ranking, differ: bool) -> str:
         body = (f"The ranks differ. Nemenyi post-hoc, critical difference {ranking.critical_difference:.2f} mean ranks; "
                 f"a generator's rank is 1 + the number of generators significantly better than it, so generators "
                 f"that are not significantly different share a rank: {groups}.")
-    caveat = (" Blocks from the same dataset share rows and are correlated, so these p-values are optimistic; "
-              "the test becomes trustworthy with several datasets.")
+    caveat = ("" if ranking.datasets > 1 else
+              " The blocks come from one dataset, whose rows they share: they are correlated, so these p-values are "
+              "optimistic; the test becomes trustworthy with several datasets.")
     return head + body + caveat
 
 
@@ -455,7 +509,7 @@ def _ordered(board: pd.DataFrame, metrics: list[str]) -> pd.DataFrame:
     head = [*GROUP, "eps_spent", "under_spent", "n_seeds", "failures", "fit_seconds_mean"]
     per_metric = [f"{m}_{s}" for m in metrics for s in ("mean", "std", "ci_low", "ci_high")]
     audited = [c for c in ("eps_lower", "audit_fits") if c in board]
-    tail = ["unavailable", "guarantee", "audit_verdict", *audited, "claimed_epsilon_max",
+    tail = ["unavailable", "guarantee", "audit_verdict", *audited, "privacy_check", "claimed_epsilon_max",
             "sample_seconds_mean", "peak_rss_mb_max", "error"]
     learning = [c for c in ("auc_median", "auc_draws_median", "auc_fraction_of_nonprivate") if c in board]
     return board[head + per_metric + tail + learning + [f"{m}_rank" for m in metrics]]
@@ -499,12 +553,14 @@ def with_audits(board: pd.DataFrame, audits: dict[tuple[str, str, float, float],
 
 
 def build_leaderboard(store: RunStore, results: list[CellRecord], manifest: dict[str, Any],
-                      directions: dict[str, Direction], generator_independent: Iterable[str] = ()) -> Leaderboard:
+                      directions: dict[str, Direction], ranked: Sequence[str],
+                      generator_independent: Iterable[str] = ()) -> Leaderboard:
     """The board, charged cells and overall ranking of a run's cells (`results`, one suite's: cells of
-    an earlier suite run into the same folder are not mixed in), under its manifest's time limit. Values
-    named in `generator_independent` are summarised once per dataset (`dataset_values`), not as columns
-    of every generator's row. Audits stored in the folder by `dpgym audit` join the rows whose mechanism
-    they tested (`match_audits`)."""
+    an earlier suite run into the same folder are not mixed in), under its manifest's time limit. The
+    ranking is over the values in `ranked` (`ranked_values`). Values named in `generator_independent`
+    are summarised once per dataset (`dataset_values`), not as columns of every generator's row. Audits
+    stored in the folder by `dpgym audit` join the rows whose mechanism they tested (`match_audits`)
+    before the privacy check flags rows."""
     if not results:
         raise ValueError(f"{store.root} has no finished cells yet")
     time_limit = run_time_limit(manifest)
@@ -518,11 +574,12 @@ def build_leaderboard(store: RunStore, results: list[CellRecord], manifest: dict
                          "compares one δ; pass the keys of one suite's cells (as `dpgym leaderboard` does) or "
                          "use one run directory per δ")
     board = aggregate(cells, directions)
-    ranking = overall_ranking(board, directions)  # before ordering drops the rows' task
-    metrics = [c.removeprefix("metric:") for c in cells.columns if c.startswith("metric:")]
     audits = store.stored_audits()
     matched, unmatched = match_audits(results, audits)
     if audits:
         board = with_audits(board, matched)
+    board["privacy_check"] = privacy_flags(board)
+    ranking = overall_ranking(board, directions, ranked)  # before ordering drops the rows' task
+    metrics = [c.removeprefix("metric:") for c in cells.columns if c.startswith("metric:")]
     return Leaderboard(_ordered(board, metrics), cells, ranking, directions, time_limit, per_dataset, matched,
                        unmatched)

@@ -31,6 +31,19 @@ class ReferenceError(ValueError):
 
 
 @dataclass(frozen=True)
+class Baseline:
+    """The row of the same suite that a relative entry divides by: a generator label and its metric
+    value (the entry's own metric when not named)."""
+
+    generator: str
+    metric: str
+
+    @property
+    def text(self) -> str:
+        return f"{self.generator} {self.metric}"
+
+
+@dataclass(frozen=True)
 class Entry:
     """One published number, in dpgym's names (see docs/references.md for each field)."""
 
@@ -49,12 +62,15 @@ class Entry:
     band: tuple[float, float] | None = None
     replicates: tuple[str, ...] = ()  # datasets pooled with `dataset` (the paper averages over folds)
     variants: tuple[str, ...] = ()  # other preparations of the data, each compared on its own
+    # The value (and band) is a ratio to this row of the same run: "93 % of the non-private AUC".
+    relative_to: Baseline | None = None
     notes: str = ""
 
     @property
     def label(self) -> str:
         eps = "non-private" if self.epsilon is None else f"ε={format_epsilon(self.epsilon)}"
-        return f"{self.figure}: {self.generator} × {self.dataset} × {eps} × {self.metric}"
+        relative = "" if self.relative_to is None else f" / {self.relative_to.text}"
+        return f"{self.figure}: {self.generator} × {self.dataset} × {eps} × {self.metric}{relative}"
 
 
 @dataclass(frozen=True)
@@ -202,7 +218,24 @@ def _entry(raw: Any, paper: str, figures: dict[str, str], where: str) -> Entry:
         raise ReferenceError(f"{where}: give 'replicates' or 'variants', not both")
     return Entry(paper=paper, **texts, value=_number(raw, "value", where), epsilon=_number(raw, "epsilon", where),
                  delta=_number(raw, "delta", where), spread=spread, spread_kind=kind, precision=precision, band=band,
-                 replicates=replicates, variants=variants, notes=raw.get("notes", ""))
+                 replicates=replicates, variants=variants, relative_to=_baseline(raw, texts, where),
+                 notes=raw.get("notes", ""))
+
+
+def _baseline(raw: dict[str, Any], texts: dict[str, str], where: str) -> Baseline | None:
+    """An entry's `relative_to = {generator = "...", metric = "..."}`, checked."""
+    given = raw.get("relative_to")
+    if given is None:
+        return None
+    if not (isinstance(given, dict) and set(given) <= {"generator", "metric"} and isinstance(given.get("generator"), str)
+            and given["generator"] and isinstance(given.get("metric", texts["metric"]), str)):
+        raise ReferenceError(f"{where}: 'relative_to' must be {{generator = \"LABEL\", metric = \"VALUE\"}} "
+                             f"(metric optional), got {given!r}")
+    if given["generator"] == texts["generator"]:
+        raise ReferenceError(f"{where}: 'relative_to' names the entry's own generator")
+    if raw.get("replicates"):
+        raise ReferenceError(f"{where}: a relative entry compares one dataset at a time: no 'replicates'")
+    return Baseline(given["generator"], given.get("metric", texts["metric"]))
 
 
 def _claim(raw: Any, paper: str, figures: dict[str, str], where: str) -> Claim:

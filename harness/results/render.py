@@ -22,7 +22,6 @@ from dpgym.results.leaderboard import (
     GROUP,
     UNDER_SPENT,
     Leaderboard,
-    build_leaderboard,
 )
 from dpgym.results.store import RunStore
 from dpgym.specs import Direction
@@ -56,7 +55,7 @@ def to_markdown(lb: Leaderboard) -> str:
         lines.append(f"### {markdown_text(dataset)}, ε = {epsilon:g}\n")
         learning = [c for c in ("auc_median", "auc_fraction_of_nonprivate") if c in board]
         audited = ["ε lower (audit)", "audit fits"] if "eps_lower" in board else []
-        header = ["generator", "guarantee", "ε spent", "audit", *audited, "seeds", "failed", "fit s"] + [
+        header = ["generator", "guarantee", "ε spent", "audit", *audited, "privacy check", "seeds", "failed", "fit s"] + [
             f"{markdown_text(m)} {ARROWS.get(directions.get(m), '(direction undeclared)')}" for m in metrics] + learning
         lines.append("| " + " | ".join(header) + " |")
         lines.append("|" + "---|" * len(header))
@@ -66,7 +65,7 @@ def to_markdown(lb: Leaderboard) -> str:
             if audited:
                 audit = [format_number(row.eps_lower), "—" if row.audit_fits is None else str(row.audit_fits)]
             cells = [markdown_text(row.generator), row.guarantee, spent, row.audit_verdict or "—", *audit,
-                     str(row.n_seeds), str(row.failures), format_number(row.fit_seconds_mean, 1)]
+                     markdown_text(row.privacy_check) or "—", str(row.n_seeds), str(row.failures), format_number(row.fit_seconds_mean, 1)]
             for m in metrics:
                 mean, low, high, rank = row[f"{m}_mean"], row[f"{m}_ci_low"], row[f"{m}_ci_high"], row[f"{m}_rank"]
                 text = format_number(mean)
@@ -94,6 +93,7 @@ def to_markdown(lb: Leaderboard) -> str:
                          f"[{format_number(row.ci_low)}, {format_number(row.ci_high)}] | {row.seeds} |")
         lines.append("")
     lines.append("### Overall ranking\n")
+    lines.append(ranking_note(lb) + "\n")
     lines.append(lb.ranking.statement + "\n")
     lines.append("| rank | generator | mean rank |")
     lines.append("|---|---|---|")
@@ -106,6 +106,15 @@ def to_markdown(lb: Leaderboard) -> str:
             lines.append(f"- {markdown_text(f.generator)} × {markdown_text(f.dataset)} × ε={f.epsilon:g} × seed {f.seed}: "
                          f"{markdown_text(f.error)}")
     return "\n".join(lines) + "\n"
+
+
+def ranking_note(lb: Leaderboard) -> str:
+    """What the overall ranking ranks, in words: the leaderboard's footnote and the report's."""
+    ranked = ", ".join(f"`{m}` {ARROWS.get(lb.directions.get(m), '')}".rstrip() for m in lb.ranking.ranked) or "nothing"
+    return (f"What is ranked: one value per metric family ({ranked}), each family weighing the same; a block is one "
+            "(dataset, ε) of one ranked value. The other values, the privacy-risk indicators among them, are a check "
+            "beside the ranking, not a score: a generator whose row the privacy check flags (an audit's `violation`, "
+            "or synthetic rows that copy training rows clearly more often than holdout rows) is not ranked.")
 
 
 def strict_json(value: Any) -> Any:
@@ -137,7 +146,7 @@ def to_json(lb: Leaderboard) -> dict[str, Any]:
         },
         "rows": lb.board.to_dict(orient="records"),
         "dataset_values": lb.dataset_values.to_dict(orient="records"),
-        "ranking": lb.ranking.__dict__,
+        "ranking": {**lb.ranking.__dict__, "block_definition": lb.ranking.block_definition},
         "failures": lb.failures().to_dict(orient="records"),
         **(audit_files(lb) if "eps_lower" in lb.board else {}),
     })
@@ -161,18 +170,12 @@ def save_leaderboard(store: RunStore, lb: Leaderboard) -> str:
     return markdown
 
 
-def write_leaderboard(run_dir: Path, directions: dict[str, Direction],
-                      keys: set[str] | None = None) -> tuple[pd.DataFrame, str]:
-    """Build and write the leaderboard of a run directory's cells (those in `keys`, if given), whatever
-    suite they came from: what `dpgym leaderboard` does for the suite its manifest names."""
-    store = RunStore(run_dir)
-    manifest = store.manifest() if store.manifest_path.exists() else {}
-    lb = build_leaderboard(store, store.results(keys), manifest, directions)
-    return lb.board, save_leaderboard(store, lb)
-
-
 # Shown by the terminal summary when a suite names no `headline`: the first of these the run has.
-DEFAULT_HEADLINE = ("tstr_auroc", "tstr_macro_f1", "marginal_tvd", "kendall_rmse", "heldout_loglik", "auc_median")
+DEFAULT_HEADLINE = ("tstr_auroc", "tvd_2way", "tstr_macro_f1", "marginal_tvd", "kendall_rmse", "heldout_loglik",
+                    "auc_median")
+# The terminal table cuts a generator's label to this many characters (with "…"), so that at 100 columns
+# a long ablation label does not wrap over several lines; leaderboard.md and the report keep it whole.
+TERMINAL_LABEL = 24
 HEADLINE_COLUMNS = 4
 
 
@@ -183,6 +186,10 @@ def headline_metrics(lb: Leaderboard, chosen: Sequence[str] | None) -> list[str]
     if chosen:
         return [m for m in chosen if m in present]
     return ([m for m in DEFAULT_HEADLINE if m in present] or present)[:HEADLINE_COLUMNS]
+
+
+def short_label(label: str) -> str:
+    return label if len(label) <= TERMINAL_LABEL else label[:TERMINAL_LABEL - 1] + "…"
 
 
 def terminal_summary(lb: Leaderboard, headline: Sequence[str] | None = None) -> list[Table]:
@@ -204,7 +211,8 @@ def terminal_summary(lb: Leaderboard, headline: Sequence[str] | None = None) -> 
                 mean = row[f"{m}_mean"] if f"{m}_mean" in row else row[m]
                 values.append(format_number(mean) + ("" if not np.isfinite(rank) else f" #{rank:g}"))
             failed = f" ({row.failures} failed)" if row.failures else ""
-            table.add_row(f"{row.generator}{failed}", row.guarantee, spent, *values)
+            flagged = " (flagged)" if row.get("privacy_check") else ""
+            table.add_row(f"{short_label(row.generator)}{failed}{flagged}", row.guarantee, spent, *values)
         tables.append(table)
     if len(lb.dataset_values):
         table = Table(title="computed from the real data alone (the same for every generator)", title_justify="left")

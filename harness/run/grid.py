@@ -77,14 +77,19 @@ def cell_key(content: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(content, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
+NOT_DEFAULT = "not run by default"
+
+
 def default_metrics(registry: Registry, method: Any, dataset: DatasetSpec) -> tuple[tuple[str, ...], dict[str, str]]:
     """The installed metrics a cell runs when its suite names none, and why each other one is left out:
-    a metric that does not depend on the generator, one that needs a log-likelihood the method does
-    not declare, one that needs a target the dataset's schema lacks."""
+    a metric that does not run by default, one that does not depend on the generator, one that needs a
+    log-likelihood the method does not declare, one that needs a target the dataset's schema lacks."""
     chosen, left_out = [], {}
     for name, provided in sorted(registry.kinds["metric"].items()):
         spec = provided.spec
-        if not spec.depends_on_generator:
+        if not spec.default:
+            left_out[name] = NOT_DEFAULT
+        elif not spec.depends_on_generator:
             left_out[name] = "does not depend on the generator (name it with --metrics to run it)"
         elif spec.requires_log_prob and Capability.LOG_PROB not in method.capabilities:
             left_out[name] = "needs a generator with log_prob"

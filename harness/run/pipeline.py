@@ -83,10 +83,11 @@ class Run:
     def leaderboard(self) -> Leaderboard:
         """The run's leaderboard, built once (its bootstrap intervals are most of its cost)."""
         if self._leaderboard is None:
-            from dpgym.results.leaderboard import build_leaderboard, generator_independent_values, metric_info
+            from dpgym.results.leaderboard import (build_leaderboard, generator_independent_values, metric_info,
+                                                   ranked_values)
 
             self._leaderboard = build_leaderboard(self.store, self.results(), self.manifest or {},
-                                                  metric_info(self.registry)[0],
+                                                  metric_info(self.registry)[0], ranked_values(self.registry),
                                                   generator_independent_values(self.registry))
         return self._leaderboard
 

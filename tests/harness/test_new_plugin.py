@@ -9,7 +9,7 @@ import pytest
 from dpgym.cli import main
 from dpgym.commands import metric_directions
 from dpgym.registry import Registry
-from dpgym.results.render import write_leaderboard
+from tests.harness.report.fakerun import write_leaderboard
 from dpgym.results.store import RunStore
 from dpgym.run.runner import run_suite
 from dpgym.run.suite import MethodConfig, Settings, Suite

@@ -32,6 +32,8 @@ SPEC = MetricSpec(
         "Marginal total-variation distance and KS statistic on public bins, and RMSE/MAE between the "
         "real-train and synthetic Kendall τ matrices (subsampled to 50k rows)."
     ),
+    default=True,
+    ranked_value="marginal_tvd",
 )
 
 

@@ -81,6 +81,7 @@ SPEC = MetricSpec(
         "Empirical privacy-risk indicators, not DP guarantees: distance to closest record (train against "
         "holdout), a DOMIAS-style density-ratio membership-inference AUC, and exact copies of training rows."
     ),
+    default=True,
 )
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from dpgym.registry import Registry
-from dpgym.results.render import write_leaderboard
+from tests.harness.report.fakerun import write_leaderboard
 from dpgym.results.store import RunStore
 from dpgym.run.runner import run_suite
 from dpgym.run.suite import MethodConfig, Suite

@@ -11,8 +11,10 @@ GUARANTEES = {"uniform": "pure", "real": "none"}
 
 def result(generator: str, seed: int, metrics: dict[str, float], *, status: str = "ok", epsilon: float = 1.0,
            dataset: str = "adult", plugin: str | None = None, fit_seconds: float = 1.0,
-           total_seconds: float = 2.0, spent: float | None = None) -> dict[str, Any]:
-    """One cell's result.json; `spent`: its re-accounted ε (default: the budget, to float noise)."""
+           total_seconds: float = 2.0, spent: float | None = None, detail: dict[str, Any] | None = None,
+           audit: dict[str, Any] | None = None) -> dict[str, Any]:
+    """One cell's result.json; `spent`: its re-accounted ε (default: the budget, to float noise);
+    `detail`: its metrics' details; `audit`: the audit its cell recorded."""
     plugin = plugin or generator
     out: dict[str, Any] = {
         "format": "dpgym-result/1",
@@ -25,6 +27,10 @@ def result(generator: str, seed: int, metrics: dict[str, float], *, status: str 
         "privacy": {"claimed_epsilon": epsilon, "reaccounted": {"epsilon": epsilon * 1.001 if spent is None else spent}},
         "metrics": metrics if status == "ok" else {},
     }
+    if detail is not None:
+        out["metric_detail"] = detail
+    if audit is not None:
+        out["audit"] = audit
     if status != "ok":
         out["error"] = {"stage": "fit", "type": "RuntimeError", "message": "model diverged", "traceback": "..."}
         out["timings"] = {"total_seconds": total_seconds}
@@ -44,13 +50,26 @@ def write_run(root: Path, results: list[dict[str, Any]], suite: dict[str, Any] |
     return root
 
 
-def leaderboard_of(run_dir: Path, directions: dict[str, Any], generator_independent: Any = ()) -> Any:
-    """The leaderboard of every cell in a run directory, hand-written or not."""
+def leaderboard_of(run_dir: Path, directions: dict[str, Any], generator_independent: Any = (),
+                   ranked: Any = None) -> Any:
+    """The leaderboard of every cell in a run directory, hand-written or not, ranked on the values in
+    `ranked` (every value in `directions` when None)."""
     from dpgym.results.leaderboard import build_leaderboard
     from dpgym.results.store import RunStore
 
     store = RunStore(run_dir)
-    return build_leaderboard(store, store.results(), store.manifest(), directions, generator_independent)
+    manifest = store.manifest() if store.manifest_path.exists() else {}
+    return build_leaderboard(store, store.results(), manifest, directions,
+                             list(directions) if ranked is None else ranked, generator_independent)
+
+
+def write_leaderboard(run_dir: Path, directions: dict[str, Any], ranked: Any = None) -> tuple[Any, str]:
+    """Build and write the leaderboard of a hand-written run directory, as `dpgym leaderboard` does."""
+    from dpgym.results.render import save_leaderboard
+    from dpgym.results.store import RunStore
+
+    lb = leaderboard_of(run_dir, directions, ranked=ranked)
+    return lb.board, save_leaderboard(RunStore(run_dir), lb)
 
 
 def report_of(run_dir: Path, registry: Any, out: Path | None = None) -> Path:

@@ -11,10 +11,10 @@ import pytest
 from rich.console import Console
 
 from dpgym.results.leaderboard import bootstrap_ci
-from dpgym.results.render import headline_metrics, terminal_summary, write_leaderboard
+from dpgym.results.render import headline_metrics, terminal_summary, to_markdown
 from dpgym.results.store import RunStore
 from dpgym.specs import Direction
-from tests.harness.report.fakerun import leaderboard_of, result, write_run
+from tests.harness.report.fakerun import leaderboard_of, result, write_leaderboard, write_run
 
 DIRECTIONS = {"auroc": Direction.HIGHER, "tvd": Direction.LOWER}
 
@@ -177,7 +177,7 @@ def test_a_minus_infinite_value_is_written_as_strict_json(tmp_path):
     payload = json.loads((tmp_path / "leaderboard.json").read_text(),
                          parse_constant=lambda c: pytest.fail(f"non-standard JSON constant {c}"))
     assert {r["generator"]: r["loglik_mean"] for r in payload["rows"]} == {"a": "-inf", "b": -3.0}
-    assert "| a | formal | 1.001 | — | 2 | 0 | 1.0 | −∞ #2 |" in (tmp_path / "leaderboard.md").read_text()
+    assert "| a | formal | 1.001 | — | — | 2 | 0 | 1.0 | −∞ #2 |" in (tmp_path / "leaderboard.md").read_text()
 
 
 def test_a_value_missing_from_one_seed_is_not_ranked_on_the_others(tmp_path):
@@ -286,3 +286,63 @@ def test_a_value_that_ignores_the_generator_is_shown_once_per_dataset_not_in_eve
     assert "| adult | detector_accuracy ↑ | 0.820 |" in markdown
     assert to_json(lb)["dataset_values"][0]["value"] == "detector_accuracy"
     assert "computed from the real data alone" in rendered(terminal_summary(lb))
+
+
+def test_the_ranking_weighs_each_family_once_over_dataset_and_epsilon_blocks(tmp_path):
+    # "many" wins three values of a family that is not ranked; "good" wins the two ranked values.
+    directions = {**DIRECTIONS, "share_a": Direction.LOWER, "share_b": Direction.LOWER, "share_c": Direction.LOWER}
+    rows = []
+    for dataset in ("adult", "census"):
+        for epsilon in (1.0, 4.0):
+            for seed in range(2):
+                unranked = {"share_a": 0.1, "share_b": 0.1, "share_c": 0.1}
+                rows += [result("good", seed, {**scores(0.9, 0.1), **unranked, "share_a": 0.5, "share_b": 0.5,
+                                                "share_c": 0.5}, dataset=dataset, epsilon=epsilon),
+                         result("many", seed, {**scores(0.7, 0.3), **unranked}, dataset=dataset, epsilon=epsilon),
+                         result("uniform", seed, {**scores(0.5, 0.5), **unranked, "share_a": 0.3},
+                                dataset=dataset, epsilon=epsilon)]
+    lb = leaderboard_of(write_run(tmp_path, rows), directions, ranked=["auroc", "tvd"])
+    assert lb.ranking.ranked == ["auroc", "tvd"] and lb.ranking.blocks == 2 * 2 * 2
+    assert [e["generator"] for e in lb.ranking.generators] == ["good", "many", "uniform"]
+    assert "(auroc, tvd: one per metric family)" in lb.ranking.statement
+    assert "optimistic" not in lb.ranking.statement  # two datasets: no one-dataset caveat
+    one_dataset = leaderboard_of(write_run(tmp_path / "one", [r for r in rows if r["cell"]["dataset"] == "adult"]),
+                                 directions, ranked=["auroc", "tvd"])
+    assert "The blocks come from one dataset" in one_dataset.ranking.statement
+
+
+def copies(train_sized: float, holdout: float) -> dict:
+    return {"exact_match_rate_holdout": holdout}, {"privacy": {"exact_match_rate_train_sized_as_test": train_sized}}
+
+
+def test_a_generator_that_copies_training_rows_or_fails_its_audit_is_flagged_and_not_ranked(tmp_path):
+    directions = {**DIRECTIONS, "exact_match_rate_holdout": Direction.LOWER}
+    rows = []
+    for seed in range(3):
+        for name, (train, holdout), audit in [("copier", (0.30, 0.05), None), ("real", (0.95, 0.05), None),
+                                              ("duplicates", (0.05, 0.045), None), ("leaky", (0.0, 0.0), "violation"),
+                                              ("fair", (0.0, 0.0), None), ("uniform", (0.0, 0.0), None)]:
+            values, detail = copies(train, holdout)
+            rows.append(result(name, seed, {**scores(0.9 - len(name) / 100, 0.1), **values}, detail=detail,
+                               audit={"verdict": audit} if audit else None))
+    lb = leaderboard_of(write_run(tmp_path, rows), directions, ranked=["auroc", "tvd"])
+    flags = lb.board.set_index("generator").privacy_check
+    assert flags["copier"] == "copies training rows (0.3 exact matches vs 0.05 of holdout rows)"
+    assert flags["leaky"] == "audit: violation"
+    assert flags["real"] == flags["duplicates"] == flags["fair"] == ""  # no claim; equal shares; nothing
+    assert lb.ranking.flagged == ["copier", "leaky"]
+    assert {e["generator"] for e in lb.ranking.generators} == {"real", "duplicates", "fair", "uniform"}
+    assert "Left out by the privacy check: copier, leaky." in lb.ranking.statement
+
+
+def test_the_terminal_cuts_a_long_label_and_marks_a_flagged_row(tmp_path):
+    label = "dp_hflow-per-layer-clipping-sparsity-0.75"
+    rows = [result(label, seed, scores(0.8, 0.2), audit={"verdict": "violation"}) for seed in range(2)]
+    rows += [result("uniform", seed, scores(0.5, 0.5)) for seed in range(2)]
+    lb = leaderboard_of(write_run(tmp_path, rows), DIRECTIONS)
+    console = Console(file=io.StringIO(), width=100)
+    for table in terminal_summary(lb):
+        console.print(table)
+    text = console.file.getvalue()
+    assert "dp_hflow-per-layer-clip…" in text and "(flagged)" in text and label not in text
+    assert label in to_markdown(lb)

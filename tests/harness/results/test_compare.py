@@ -288,3 +288,45 @@ def test_claims_are_written_beside_the_entries_and_counted_apart(tmp_path, run):
     assert [c["status"] for c in written] == [REPRODUCED, NOT_REPRODUCED]
     assert written[0]["estimates"][0]["generator"] == "dp_cgan" and written[1]["tolerance"] == 0.01
 
+
+
+# --- entries relative to another row -----------------------------------------------------------
+
+RELATIVE = 'relative_to = {generator = "real", metric = "tstr_macro_f1"}\n'
+
+
+def test_a_relative_entry_judges_our_ratio_to_our_own_baseline_row(tmp_path, run):
+    # dp_merf 0.62 over real 0.705 at ε = 1 is 0.879 [0.860, 0.900]: "above 87 %" holds, "above 92 %"
+    # does not, whatever the paper's own baseline value was.
+    above_87 = entry(generator="dp_merf", value=0.87) + "band = [0.87, inf]\n" + RELATIVE
+    above_92 = entry(generator="dp_merf", value=0.92) + "band = [0.92, inf]\n" + RELATIVE
+    rows = statuses(tmp_path, run, above_87, above_92)
+    assert [r.status for r in rows] == [REPRODUCED, WORSE]
+    assert rows[0].mean == pytest.approx(0.62 / 0.705)
+    assert rows[0].ci_low < rows[0].mean < rows[0].ci_high
+    # the interval resamples both rows' seeds: wider than dp_merf's own interval divided by real's mean
+    own = leaderboard_of(run, DIRECTIONS).board.set_index(["generator", "epsilon"]).loc[("dp_merf", 1.0)]
+    assert rows[0].ci_high - rows[0].ci_low > (own.tstr_macro_f1_ci_high - own.tstr_macro_f1_ci_low) / 0.705 * 0.99
+
+
+def test_a_relative_entry_whose_baseline_row_did_not_run_is_not_run(tmp_path, run):
+    missing = entry(generator="dp_merf", value=0.9) + 'relative_to = {generator = "dp_vae"}\n'
+    [row] = statuses(tmp_path, run, missing)
+    assert row.status == NOT_RUN and "no dp_vae tstr_macro_f1 on adult to divide by" in row.reason
+
+
+def test_a_relative_entry_shows_the_ratio_it_states(tmp_path, run):
+    reference = load_reference(str(reference_file(tmp_path, entry(generator="dp_merf", value=0.87) + RELATIVE)))
+    rows = compare(reference, run_cells(RunStore(run).results(), DIRECTIONS), DIRECTIONS)
+    markdown, _ = write_comparison(RunStore(run), reference, rows)
+    assert "0.870 × real tstr_macro_f1" in markdown.read_text()
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    (entry() + 'relative_to = "real"\n', "'relative_to' must be {generator"),
+    (entry() + 'relative_to = {generator = "dp_hflow"}\n', "names the entry's own generator"),
+    (entry(replicates=["lifesci:fold=2"]) + 'relative_to = {generator = "real"}\n', "no 'replicates'"),
+])
+def test_a_malformed_relative_entry_is_refused(tmp_path, text, message):
+    with pytest.raises(ReferenceError, match=message.replace("(", r"\(").replace("{", r"\{")):
+        load_reference(str(reference_file(tmp_path, text)))

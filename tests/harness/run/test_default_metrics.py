@@ -16,15 +16,23 @@ def registry() -> Registry:
     return Registry.discover()
 
 
-def adhoc(*generators: str, metrics=None) -> Suite:
-    return Suite("adhoc", tuple(MethodConfig(g) for g in generators), ("adult",), (1.0,), (0,), metrics=metrics)
+def adhoc(*generators: str, metrics=None, datasets=("adult",)) -> Suite:
+    return Suite("adhoc", tuple(MethodConfig(g) for g in generators), datasets, (1.0,), (0,), metrics=metrics)
 
 
-def test_likelihood_metrics_go_to_generators_with_log_prob_and_generator_free_metrics_to_none(registry):
+def test_a_run_naming_no_metrics_runs_fidelity_utility_and_privacy(registry):
     cells = {cell.method.name: set(cell.metrics) for cell in expand(adhoc("uniform", "dp_nf"), registry)}
-    assert "density" in cells["dp_nf"] and "density" not in cells["uniform"]
-    assert "dp_ad" not in cells["dp_nf"] | cells["uniform"]
-    assert {"fidelity", "utility"} <= cells["uniform"] & cells["dp_nf"]
+    assert cells == {"uniform": {"fidelity", "utility", "privacy"}, "dp_nf": {"fidelity", "utility", "privacy"}}
+
+
+def test_utility_runs_six_fast_classifiers_unless_a_suite_names_the_zoo(registry):
+    from dpgym.plugins.metrics.utility import CLASSIFIER_NAMES
+
+    utility = registry.get("metric", "utility").spec
+    assert utility.resolve_options({})["classifiers"] == [
+        "logistic_regression", "decision_tree", "gaussian_nb", "bernoulli_nb", "lda", "xgboost"]
+    assert len(CLASSIFIER_NAMES) == 10
+    assert utility.resolve_options({"classifiers": list(CLASSIFIER_NAMES)})["classifiers"] == list(CLASSIFIER_NAMES)
 
 
 def test_a_dataset_without_a_target_gets_no_target_metric(registry):
@@ -32,8 +40,8 @@ def test_a_dataset_without_a_target_gets_no_target_metric(registry):
     toy = registry.dataset("half_moons")
     assert toy.schema().target is None
     chosen, left_out = default_metrics(registry, spec, toy)
-    assert "fidelity" in chosen and left_out["utility"] == "needs a target column"
-    assert left_out["dp_ad"].startswith("does not depend on the generator")
+    assert chosen == ("fidelity", "privacy") and left_out["utility"] == "needs a target column"
+    assert left_out["dp_ad"] == left_out["density"] == "not run by default"
 
 
 def test_named_metrics_run_everywhere_as_named(registry):
@@ -42,6 +50,16 @@ def test_named_metrics_run_everywhere_as_named(registry):
 
 
 def test_what_is_left_out_is_said_once_per_metric_and_reason(registry):
-    lines = left_out_metrics(adhoc("uniform", "independent", "dp_nf"), registry)
-    assert "metric density left out (uniform on adult, independent on adult): needs a generator with log_prob" in lines
-    assert sum(line.startswith("metric dp_ad left out:") for line in lines) == 1
+    lines = left_out_metrics(adhoc("uniform", "independent", datasets=("adult", "half_moons")), registry)
+    assert lines[0] == ("metrics not run by default: density, dimension_wise_prediction, dimension_wise_probability, "
+                        "diversity, dp_ad, knn_regression, rf_label_accuracy (name them with --metrics)")
+    assert "metric utility left out (uniform on half_moons, independent on half_moons): needs a target column" in lines
+    assert len(lines) == 2
+
+
+def test_a_ranked_value_must_be_one_of_the_metrics_values():
+    from dpgym import Deferred, Direction, MetricSpec
+    from dpgym.specs import SpecError
+
+    with pytest.raises(SpecError, match="ranked_value 'auc' is not one of its values"):
+        MetricSpec("m", "1", Deferred("x.y:z"), {"tvd": Direction.LOWER}, ranked_value="auc")

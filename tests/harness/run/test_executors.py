@@ -21,7 +21,7 @@ import psutil
 import pytest
 
 from dpgym.registry import PluginError, Registry
-from dpgym.results.render import write_leaderboard
+from tests.harness.report.fakerun import write_leaderboard
 from dpgym.results.store import RunStore
 from dpgym.run.activity import Activity
 from dpgym.run.executors import Plan, ProcessExecutor

@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from dpgym.registry import Registry
-from dpgym.results.render import write_leaderboard
+from tests.harness.report.fakerun import write_leaderboard
 from dpgym.results.store import RunStore, StoreError
 from dpgym.run.grid import check_builds, expand, seed_streams
 from dpgym.run.suite import MethodConfig, Settings, Suite, SuiteError, apply_overrides, load_suite

@@ -87,7 +87,7 @@ def test_learner_cells_score_auc_and_audit(tmp_path, learner_registry, few_direc
 
 @pytest.mark.slow
 def test_leaderboard_and_report_of_learners_carry_auc_fraction_and_verdict(tmp_path, learner_registry):
-    from dpgym.results.render import write_leaderboard
+    from tests.harness.report.fakerun import write_leaderboard
 
     # ε = 1e-3: PRV's error bar is clipped at 1e-4 (docs/methods/expm-nf.md#dpsgd-baseline), so DP-SGD cannot certify ε ≲ 1e-4
     suite = Suite(name="board", generators=(), datasets=("toy_learning",), epsilons=(1e-3,), seeds=(0, 1),
