@@ -110,12 +110,12 @@ class PrivBayes:
 
         network = self._network(cells, sizes, limit, draw_epsilon, rng, ledger if private else None)
         self.conditionals_ = []
-        for attribute, parents in network:
+        for position, (attribute, parents) in enumerate(network, 1):
             joint = joint_counts(cells, sizes, parents, attribute)
             if private:
                 joint = joint + rng.laplace(0.0, table_scale, joint.shape)
                 ledger.record(LaplaceEvent(l1_sensitivity=COUNT_SENSITIVITY, scale=table_scale),
-                              description=f"PrivBayes: joint counts of {attribute!r} and its parents {list(parents)}")
+                              description=f"PrivBayes: joint counts of attribute {position} of the network and its parents")
             self.conditionals_.append(Conditional(attribute, parents, conditional_table(joint)))
         if not private:
             return Ledger.non_private(Guarantee.PURE, "PrivBayes: exact network and conditionals (ε = ∞)")
