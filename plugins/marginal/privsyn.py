@@ -283,7 +283,10 @@ def _update(records: np.ndarray, m: NoisyMarginal, sizes: dict[str, int], column
     if moved == 0:
         return
     # The records of each cell in random order: the first `excess[c]` of cell c leave it.
-    order = np.lexsort((rng.random(n), keys))
+    shuffled = rng.permutation(n)
+    # numpy sorts 16-bit integers stably by radix, in linear time
+    small = keys.astype(np.uint16) if m.cells <= 2**16 else keys
+    order = shuffled[np.argsort(small[shuffled], kind="stable")]
     starts = np.concatenate(([0], np.cumsum(synthetic.astype(np.int64))))
     leaving = order[_first_of_each(starts[:-1], excess)]
     leaving = rng.permutation(leaving)[:moved]
