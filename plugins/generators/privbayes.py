@@ -24,10 +24,10 @@ the harness re-accounts them by pure composition. The discrete domain comes from
 only, as for `mst` (`dpgym.plugins.marginal.domain`). Method notes: docs/methods/privbayes.md.
 
 Defaults and where they come from ("tuned on" marks a value chosen from rows that a suite scores):
-- structure_share 0.3 (β) and usefulness 4 (θ): the paper's recommended values (Section 7, its
-  experiments' defaults), as in the independent re-implementation daanknoors/synthetic_data_generation.
-- the score R rather than mutual information: the paper's choice for general domains (lower
-  sensitivity, and its better results in the paper's experiments).
+- structure_share 0.3 (β) and usefulness 4 (θ): the paper's recommended values, also the defaults of
+  the independent re-implementation daanknoors/synthetic_data_generation.
+- the score R rather than mutual information: the paper's score for general domains, of lower
+  sensitivity than mutual information.
 - max_cells 10000: a cap on one joint table, so that a large or infinite ε (where θ-usefulness allows
   any table) stays in memory; AIM's reference implementation caps its workload marginals at the same
   10,000 cells. At ε = 1 on Adult the θ-usefulness bound (about 350 cells) is far below it.

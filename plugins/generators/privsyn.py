@@ -26,7 +26,7 @@ schema only, as for `mst` (`dpgym.plugins.marginal.domain`). Method notes: docs/
 
 Defaults and where they come from ("tuned on" marks a value chosen from rows that a suite scores):
 - the budget split 0.1 / 0.1 / 0.8 (InDif, 1-way, selected marginals), the c^(2/3) allocation, the
-  InDif noise (sensitivity 4 per pair): the paper (Sections 4.1–4.3) and the authors' code
+  InDif noise (sensitivity 4 per pair): the paper and the authors' code
   (vvv214/privsyn-tabular, `method/privsyn/privsyn.py`, `lib_marginal/marg_select_helper.py`).
 - combine_cells 5000: the authors' code's threshold for combining marginals (`privsyn.py`).
 - consistency_iters 501: the authors' code's `consist_iterations` (an upper bound: the loop stops
