@@ -103,9 +103,11 @@ class PrivBayes:
         names = list(sizes)
         private = budget.is_private
         ledger = Ledger(Guarantee.PURE)
-        # d − 1 draws share ε₁ = β·ε, d noisy joint tables share ε₂ = (1 − β)·ε.
+        # d − 1 draws share ε₁ = β·ε, d noisy joint tables share ε₂ = (1 − β)·ε; a one-column table has
+        # no structure to draw, and its one table takes the whole budget.
+        table_share = 1 - self.structure_share if len(names) > 1 else 1.0
         draw_epsilon = self.structure_share * budget.epsilon / max(len(names) - 1, 1)
-        table_scale = len(names) / ((1 - self.structure_share) * budget.epsilon) if private else 0.0
+        table_scale = len(names) / (table_share * budget.epsilon) if private else 0.0
         limit = self.cell_limit(len(train), len(names), budget.epsilon)
 
         network = self._network(cells, sizes, limit, draw_epsilon, rng, ledger if private else None)
