@@ -35,6 +35,8 @@ jax.config.update("jax_enable_compilation_cache", False)
 import mbi  # noqa: E402  (after 64-bit mode, which it checks on import)
 import networkx as nx  # noqa: E402
 
+from dpgym.plugins.marginal.draws import inverse_cdf_draws  # noqa: E402
+
 Clique = tuple[str, ...]
 
 
@@ -244,7 +246,7 @@ class ModelMarginals:
             conditional = table.reshape(-1, int(np.prod(new_shape, dtype=np.int64)))
             given_index = (np.ravel_multi_index([drawn[a] for a in given], table.shape[:len(given)]) if given
                            else np.zeros(rows, dtype=np.int64))
-            flat = _inverse_cdf_draws(conditional, given_index, rng)
+            flat = inverse_cdf_draws(conditional, given_index, rng)
             for attribute, cells in zip(new, np.unravel_index(flat, new_shape)):
                 drawn[attribute] = cells
         return drawn
@@ -301,19 +303,6 @@ def _aligned(table: np.ndarray, attributes: Clique, target: Clique) -> np.ndarra
     over `target`."""
     order = sorted(range(len(attributes)), key=lambda i: target.index(attributes[i]))
     return np.transpose(table, order).reshape([table.shape[attributes.index(a)] if a in attributes else 1 for a in target])
-
-
-def _inverse_cdf_draws(weights: np.ndarray, row: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    """One draw from row `row[i]` of `weights` (unnormalised, rows of zero mass read as uniform) for
-    each i. Row r's cumulative distribution shifted by r makes one increasing sequence, so a single
-    searchsorted serves every row without an (n × columns) array."""
-    totals = weights.sum(axis=1, keepdims=True)
-    probabilities = np.where(totals > 0, weights / np.where(totals > 0, totals, 1.0), 1.0 / weights.shape[1])
-    cdf = np.cumsum(probabilities, axis=1)
-    cdf[:, -1] = 1.0
-    shifted = (cdf + np.arange(len(cdf))[:, None]).ravel()
-    position = np.searchsorted(shifted, row + rng.random(len(row)), side="right")
-    return np.clip(position - row * weights.shape[1], 0, weights.shape[1] - 1)
 
 
 def _einsum(factors: list[tuple[np.ndarray, Clique]], output: Clique) -> np.ndarray:
