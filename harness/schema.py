@@ -63,7 +63,9 @@ class Column:
         where = f"column {self.name!r}"
         if self.kind.is_numeric:
             if self.min is None or self.max is None:
-                raise SchemaError(f"{where}: {self.kind} columns need public bounds 'min' and 'max'")
+                raise SchemaError(f"{where}: {self.kind} columns need public bounds 'min' and 'max'; a column "
+                                  "whose bounds no public source gives is listed under [[withheld]], never "
+                                  "given bounds read off the rows")
             if not (math.isfinite(self.min) and math.isfinite(self.max)) or self.min >= self.max:
                 raise SchemaError(f"{where}: bounds must be finite with min < max, got [{self.min}, {self.max}]")
             if not math.isfinite(self.max - self.min):  # scaling to [0, 1] divides by the width
@@ -141,9 +143,36 @@ class Column:
         )
 
 
+@dataclass(frozen=True)
+class Withheld:
+    """A column of the source table that the public table leaves out, and why: no documentation or
+    public fact bounds it (a sampling weight, an unbounded amount), it identifies a record, or it is
+    the raw form of a derived column. Declaring it keeps the schema an account of every source
+    column: bounds are never read off the rows to keep it, and `Schema.conform` drops it by name."""
+
+    name: str
+    reason: str
+
+    @classmethod
+    def from_dict(cls, raw: dict[str, Any]) -> Withheld:
+        name = raw.get("name")
+        if not isinstance(name, str) or not name:
+            raise SchemaError(f"a [[withheld]] entry has no 'name': {raw}")
+        where = f"withheld column {name!r}: "
+        _refuse_unknown(raw, WITHHELD_KEYS, where)
+        reason = _typed(raw, "reason", str, where, "")
+        if not reason.strip():
+            raise SchemaError(f"{where}needs a 'reason' (why no public bound or domain exists)")
+        return cls(name=name, reason=reason)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "reason": self.reason}
+
+
+WITHHELD_KEYS = ("name", "reason")
 COLUMN_KEYS = ("name", "kind", "categories", "min", "max", "nullable", "description", "heavy_tailed", "step")
 # `citation` and `license` are the csv plugin's provenance of a user dataset.
-SCHEMA_KEYS = ("name", "target", "inferred_from_data", "reviewed", "columns", "citation", "license")
+SCHEMA_KEYS = ("name", "target", "inferred_from_data", "reviewed", "columns", "withheld", "citation", "license")
 _TYPE_NAMES = {bool: "true or false", str: "a string", list: "a list"}
 
 
@@ -198,6 +227,8 @@ class Schema:
     # public until a person has reviewed them (and set `reviewed = true`).
     inferred_from_data: bool = False
     reviewed: bool = True
+    # Columns of the source left out of the public table, each with its reason (`Withheld`).
+    withheld: tuple[Withheld, ...] = ()
     _by_name: dict[str, Column] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -208,6 +239,13 @@ class Schema:
         if not self.columns:
             raise SchemaError(f"schema {self.name!r}: no columns")
         object.__setattr__(self, "_by_name", {c.name: c for c in self.columns})
+        held = [w.name for w in self.withheld]
+        both = sorted(set(held) & set(names))
+        if both:
+            raise SchemaError(f"schema {self.name!r}: columns {both} are both public columns and withheld")
+        held_twice = sorted({n for n in held if held.count(n) > 1})
+        if held_twice:
+            raise SchemaError(f"schema {self.name!r}: columns {held_twice} are withheld twice")
         if self.target is not None:
             target = self._by_name.get(self.target)
             if target is None:
@@ -271,6 +309,9 @@ class Schema:
             entries = _typed(raw, "columns", list, "", [])
             if not all(isinstance(c, dict) for c in entries):
                 raise SchemaError("'columns' must be tables [[columns]], each with a name and a kind")
+            withheld = _typed(raw, "withheld", list, "", [])
+            if not all(isinstance(w, dict) for w in withheld):
+                raise SchemaError("'withheld' must be tables [[withheld]], each with a name and a reason")
             target = raw.get("target")
             if target is not None and not isinstance(target, str):
                 raise SchemaError(f"'target' must be a column name (a string), got {target!r}")
@@ -280,6 +321,7 @@ class Schema:
                 target=target,
                 inferred_from_data=_typed(raw, "inferred_from_data", bool, "", False),
                 reviewed=_typed(raw, "reviewed", bool, "", True),
+                withheld=tuple(Withheld.from_dict(w) for w in withheld),
             )
         except SchemaError as err:
             raise SchemaError(f"{source}: {err}") from None
@@ -301,6 +343,8 @@ class Schema:
             out["inferred_from_data"] = True
             out["reviewed"] = self.reviewed
         out["columns"] = [c.to_dict() for c in self.columns]
+        if self.withheld:
+            out["withheld"] = [w.to_dict() for w in self.withheld]
         return out
 
     def to_toml(self) -> str:
@@ -327,7 +371,9 @@ class Schema:
             raise SchemaError(f"{what} does not match schema {self.name!r}: " + "; ".join(problems))
 
     def conform(self, frame: pd.DataFrame, what: str = "frame") -> pd.DataFrame:
-        """Validate, then return the frame in schema column order with canonical dtypes."""
+        """Drop the withheld columns, validate, then return the frame in schema column order with
+        canonical dtypes. Any other column not in the schema is an error, as in `validate`."""
+        frame = frame.drop(columns=[w.name for w in self.withheld if w.name in frame.columns])
         self.validate(frame, what)
         return pd.DataFrame({col.name: _cast(col, frame[col.name].reset_index(drop=True)) for col in self.columns})
 

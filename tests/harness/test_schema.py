@@ -138,3 +138,59 @@ def test_schema_mismatch_with_data_is_one_clear_error(adult_schema):
     frame = pd.DataFrame({"age": [30]})
     with pytest.raises(SchemaError, match="missing columns"):
         adult_schema.validate(frame, "user.csv")
+
+
+WITHHELD_TOML = """
+name = "t"
+target = "y"
+
+[[columns]]
+name = "x"
+kind = "integer"
+min = 0
+max = 10
+
+[[columns]]
+name = "y"
+kind = "binary"
+categories = ["no", "yes"]
+
+[[withheld]]
+name = "weight"
+reason = "a sampling weight; no documented bound"
+"""
+
+
+def test_withheld_columns_are_read_kept_out_of_the_table_and_written_back(tmp_path):
+    (tmp_path / "s.toml").write_text(WITHHELD_TOML)
+    schema = Schema.from_toml(tmp_path / "s.toml")
+    assert schema.names == ["x", "y"]
+    assert [(w.name, w.reason) for w in schema.withheld] == [("weight", "a sampling weight; no documented bound")]
+    import tomllib
+    assert Schema.from_dict(tomllib.loads(schema.to_toml())) == schema
+
+
+def test_conform_drops_withheld_columns_and_still_refuses_undeclared_ones(tmp_path):
+    (tmp_path / "s.toml").write_text(WITHHELD_TOML)
+    schema = Schema.from_toml(tmp_path / "s.toml")
+    rows = pd.DataFrame({"weight": [1e9, 3.5], "x": [1, 2], "y": ["no", "yes"]})
+    assert list(schema.conform(rows).columns) == ["x", "y"]
+    with pytest.raises(SchemaError, match=r"columns not in the schema \['caseid'\]"):
+        schema.conform(rows.assign(caseid=["a", "b"]))
+
+
+@pytest.mark.parametrize(("entry", "message"), [
+    ('name = "x"\nreason = "no bound"', r"columns \['x'\] are both public columns and withheld"),
+    ('name = "w"', r"withheld column 'w': needs a 'reason'"),
+    ('name = "w"\nreason = "r"\nmin = 0', r"withheld column 'w': unknown keys \['min'\]"),
+])
+def test_a_withheld_entry_must_be_a_named_reasoned_column_outside_the_table(entry, message):
+    import tomllib
+    raw = tomllib.loads(WITHHELD_TOML + f"\n[[withheld]]\n{entry}\n")
+    with pytest.raises(SchemaError, match=message):
+        Schema.from_dict(raw)
+
+
+def test_a_numeric_column_without_public_bounds_points_to_withheld_not_the_rows():
+    with pytest.raises(SchemaError, match=r"need public bounds 'min' and 'max'; .*\[\[withheld\]\], never given bounds read off"):
+        Column("wage", ColumnKind.CONTINUOUS)

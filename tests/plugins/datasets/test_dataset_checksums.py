@@ -5,13 +5,15 @@ from __future__ import annotations
 import pytest
 
 from dpgym.data.datafiles import REPO_DATA, DatasetUnavailable, data_root, verified
-from dpgym.plugins.datasets import adult, census, intrusion, lifesci, randhie
+from dpgym.plugins.datasets import adult, benefits, caravan, census, cps1988, diamonds, fertility, flights, intrusion, lifesci, nass_cds, randhie, wage
 
 FILES = {
     "census": (census.load, census.FILES),
     "intrusion": (intrusion.load23, {intrusion.DATA: intrusion.SHA256}),
     "lifesci": (lambda: lifesci.load_fold(1), lifesci.FILES),
     "randhie": (randhie.read, {randhie.DATA: randhie.SHA256}),
+    **{m.SPEC.name: (m.SPEC.load, {m.DATA: m.SHA256})
+       for m in (benefits, caravan, cps1988, diamonds, fertility, flights, nass_cds, wage)},
 }
 
 
@@ -44,7 +46,8 @@ def test_an_empty_dpgym_data_counts_as_unset(monkeypatch):
 
 
 @pytest.mark.parametrize("name", ["adult", "adult_expm", "adult_autogan", "census", "intrusion", "intrusion23", "lifesci",
-                                  "lifesci:fold=3", "adult:undersample=0.4"])
+                                  "lifesci:fold=3", "adult:undersample=0.4", "benefits", "caravan", "cps1988",
+                                  "diamonds", "fertility", "flights", "nass_cds", "wage"])
 def test_a_vendored_dataset_is_available_only_while_its_files_are_there(name, registry, tmp_path, monkeypatch):
     assert registry.dataset(name).availability() == ""
     monkeypatch.setenv("DPGYM_DATA", str(tmp_path))

@@ -6,7 +6,8 @@ import pytest
 
 from dpgym.registry import PluginError
 
-NAMES = ["intrusion", "intrusion23", "census", "lifesci", "covertype", "half_moons", "pinwheel", "eight_gaussians", "checkerboard", "csv"]
+NAMES = ["intrusion", "intrusion23", "census", "lifesci", "covertype", "half_moons", "pinwheel", "eight_gaussians", "checkerboard", "csv",
+         "benefits", "caravan", "cps1988", "diamonds", "fertility", "flights", "nass_cds", "wage"]
 
 
 def test_every_dataset_is_registered_with_citation_licence_and_checksum(registry):
