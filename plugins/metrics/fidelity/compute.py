@@ -108,6 +108,8 @@ def marginal_tvds(codes: np.ndarray, real_rows: int, sizes: np.ndarray, subsets:
     counted (`np.unique`), so memory stays proportional to the rows. The difference of the shares is
     taken in integers (n_s·c_r − n_r·c_s), so identical tables score exactly 0."""
     n, m = real_rows, codes.shape[1] - real_rows
+    if n == 0 or m == 0:  # a histogram of no rows has no shares
+        return np.full(len(subsets), np.nan)
     out = np.empty(len(subsets))
     shared_key, shared = None, None  # the leading columns of the previous subset and their cells
     for s, subset in enumerate(subsets):

@@ -289,3 +289,10 @@ def test_marginal_tvd_is_the_one_way_total_variation_of_each_column():
     for col in SCHEMA.columns:
         assert result.detail["tvd_per_column"][col.name] == pytest.approx(
             fidelity.total_variation(real[col.name], synthetic[col.name], col))
+
+
+def test_kway_distances_of_an_empty_synthetic_table_are_nan():
+    rows = correlated_rows(100)
+    codes, sizes = fidelity.code_matrix(rows, SCHEMA)
+    pairs, _ = fidelity.column_subsets(len(SCHEMA.columns), 2)
+    assert np.isnan(fidelity.marginal_tvds(codes, len(rows), sizes, pairs)).all()
