@@ -32,7 +32,9 @@ def test_real_against_itself_is_perfect_and_shuffling_breaks_dependence(adult_sp
     train = adult_split.train
     same = fidelity.evaluate(MetricContext(train=train, test=adult_split.test, synthetic=train,
                                            schema=adult_schema, seed=0))
-    assert same.values == {"marginal_tvd": 0.0, "marginal_ks": 0.0, "kendall_rmse": 0.0, "kendall_mae": 0.0}
+    assert same.values == {"marginal_tvd": 0.0, "marginal_ks": 0.0, "kendall_rmse": 0.0, "kendall_mae": 0.0,
+                           "tvd_2way": 0.0, "tvd_3way": 0.0}
+    assert same.detail["tvd_3way_triples"] == {"scored": 455, "of": 455, "sampled": False, "seed": 0}
 
     rng = np.random.default_rng(0)
     shuffled = pd.DataFrame({name: train[name].to_numpy()[rng.permutation(len(train))] for name in adult_schema.names})
@@ -40,3 +42,4 @@ def test_real_against_itself_is_perfect_and_shuffling_breaks_dependence(adult_sp
                                              schema=adult_schema, seed=0))
     assert broken.values["marginal_tvd"] == pytest.approx(0.0, abs=1e-12)
     assert broken.values["kendall_rmse"] > 0.05
+    assert broken.values["tvd_3way"] > broken.values["tvd_2way"] > 0.05
