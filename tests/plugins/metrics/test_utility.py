@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pandas as pd
 import pluggy
@@ -51,12 +53,16 @@ def real_split() -> tuple[pd.DataFrame, pd.DataFrame]:
 @pytest.mark.slow
 def test_real_training_rows_as_synthetic_score_high(real_split):
     train, test = real_split
-    result = utility.evaluate(context(train, test))
+    zoo = {**utility.OPTIONS, "classifiers": list(utility.CLASSIFIERS)}
+    result = utility.evaluate(replace(context(train, test), options=zoo))
     assert result.values["tstr_auroc"] > 0.85
     assert result.values["tstr_macro_f1"] > 0.75
     assert result.detail["fallbacks"] == {}
     assert set(result.detail["per_classifier"]) == set(utility.CLASSIFIERS)
     assert all(scores["auroc"] > 0.7 for scores in result.detail["per_classifier"].values())
+    default = utility.evaluate(context(train, test))
+    assert set(default.detail["per_classifier"]) == {"logistic_regression", "decision_tree", "gaussian_nb",
+                                                     "bernoulli_nb", "lda", "xgboost"}
 
 
 @pytest.mark.slow
