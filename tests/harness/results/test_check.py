@@ -93,7 +93,7 @@ def test_cli_exit_codes(registry, rerun, tmp_path, monkeypatch, capsys):
     baseline_from(rerun, path, "gate")
     assert main(["check", str(out), "--baseline", str(path)]) == 1
     out_text = capsys.readouterr().out
-    assert "REGRESSION  independent × adult × ε=1.0  marginal_tvd" in out_text and "4 regressions (0 privacy)" in out_text
+    assert "REGRESSION  independent × adult × ε=1.0  marginal_tvd" in out_text and "6 regressions (0 privacy)" in out_text
 
 
 def test_ledgers_compare_floats_to_rounding_not_to_the_last_bit():
