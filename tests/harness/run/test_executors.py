@@ -58,8 +58,10 @@ def metric_columns(board: pd.DataFrame) -> pd.DataFrame:
 
 @pytest.mark.slow
 def test_each_fault_fails_its_own_cell_with_its_reason_and_the_others_complete(registry, tmp_path):
+    # The limit leaves the well-behaved cells room on a loaded machine: at 15 s, a cell of `uniform`
+    # timed out beside other jobs on 2 cores.
     suite = grid("sleeper", "hog", "exiter", "segfaulter", "uniform", "independent",
-                 executor="processes", workers=2, timeout=15, max_memory=2**30)
+                 executor="processes", workers=2, timeout=30, max_memory=2**30)
     summary = run_suite(suite, RunStore(tmp_path), registry, show_progress=False)
     assert (summary.ok, summary.failed) == (2, 4)
     results = results_by_generator(tmp_path)
@@ -67,7 +69,7 @@ def test_each_fault_fails_its_own_cell_with_its_reason_and_the_others_complete(r
     assert reasons == {"sleeper": "timeout", "hog": "memory", "exiter": "crashed (exit code 3)",
                        "segfaulter": "crashed (signal SIGSEGV)"}
     assert results["hog"].peak_rss_mb > 1024 and "memory" in results["hog"].error.message
-    assert results["sleeper"].timings.total_seconds >= 15
+    assert results["sleeper"].timings.total_seconds >= 30
     for ok in ("uniform", "independent"):
         assert results[ok].status == "ok" and results[ok].metrics["probe_age_mean"] > 0
         assert results[ok].peak_rss_mb > 0 and results[ok].execution["threads"] == 1
