@@ -40,18 +40,16 @@ from __future__ import annotations
 
 import json
 import math
-import zlib
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pandas as pd
 from rich.table import Table
 from scipy import stats
 
-from dpgym.results.leaderboard import (BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, CONFIDENCE, cell_rows, charge_failures,
+from dpgym.results.leaderboard import (BOOTSTRAP_RESAMPLES, CONFIDENCE, bootstrap_rng, cell_rows, charge_failures,
                                        interval_key, mean_and_interval)
 from dpgym.results.records import CellRecord
 from dpgym.results.references import Claim, Entry, Reference, ReferenceError, format_epsilon
@@ -257,7 +255,9 @@ def _baseline_cells(entry: Entry, datasets: tuple[str, ...], epsilon: float, del
     else (a non-private baseline, the same fits at every ε) at its largest ε."""
     base = _cells_of(cells, entry.relative_to.generator, datasets, None)
     same = base[(base.epsilon == epsilon) & (base.delta == delta)]
-    return same if len(same) else base[base.epsilon == base.epsilon.max()] if len(base) else base
+    if len(same):
+        return same
+    return base[base.epsilon == base.epsilon.max()]
 
 
 def ratio_and_interval(values: pd.Series, base: pd.Series, seed_key: str) -> tuple[float, float, float]:
@@ -267,10 +267,9 @@ def ratio_and_interval(values: pd.Series, base: pd.Series, seed_key: str) -> tup
     ratio = float(ours.mean() / theirs.mean())
     if min(len(ours), len(theirs)) < 2:
         return ratio, math.nan, math.nan
-    rng = np.random.default_rng([BOOTSTRAP_SEED, zlib.crc32(seed_key.encode())])
     result = stats.bootstrap((ours, theirs), lambda a, b, axis=-1: a.mean(axis=axis) / b.mean(axis=axis),
                              confidence_level=CONFIDENCE, n_resamples=BOOTSTRAP_RESAMPLES, method="percentile",
-                             paired=False, rng=rng)
+                             paired=False, rng=bootstrap_rng(seed_key))
     return ratio, float(result.confidence_interval.low), float(result.confidence_interval.high)
 
 

@@ -45,7 +45,7 @@ Statistics (see the README's leaderboard section for the reasoning):
   and the critical difference of the report's CD diagram. The other values (the privacy-risk
   indicators among them) stay beside the ranking as columns.
 - ``privacy_check`` flags a row whose empirical audit found a `violation`, or whose synthetic rows copy
-  training rows clearly more often than holdout rows (`copies_training_rows`). A generator with a
+  training rows clearly more often than holdout rows (`privacy_flags`). A generator with a
   flagged row is left out of the overall ranking: a benchmark fixes privacy by ε and compares the rest
   at that ε, so a generator that does not keep its ε is not compared. Generators that claim no privacy
   (guarantee ``none``: the ``real`` reference) are never flagged for copies.
@@ -212,6 +212,11 @@ def charge_failures(cells: pd.DataFrame, directions: dict[str, Direction],
     return cells
 
 
+def bootstrap_rng(seed_key: str) -> np.random.Generator:
+    """The resampling stream of one interval, keyed by `seed_key`: the same interval wherever it is computed."""
+    return np.random.default_rng([BOOTSTRAP_SEED, zlib.crc32(seed_key.encode())])
+
+
 def bootstrap_ci(values: np.ndarray, seed_key: str) -> tuple[float, float]:
     """95% percentile bootstrap interval of the mean; NaN with fewer than two values.
 
@@ -223,9 +228,8 @@ def bootstrap_ci(values: np.ndarray, seed_key: str) -> tuple[float, float]:
         return math.nan, math.nan
     if np.all(values == values[0]):
         return float(values[0]), float(values[0])
-    rng = np.random.default_rng([BOOTSTRAP_SEED, zlib.crc32(seed_key.encode())])
     result = stats.bootstrap((values,), np.mean, confidence_level=CONFIDENCE, n_resamples=BOOTSTRAP_RESAMPLES,
-                             method="percentile", rng=rng)
+                             method="percentile", rng=bootstrap_rng(seed_key))
     return float(result.confidence_interval.low), float(result.confidence_interval.high)
 
 
