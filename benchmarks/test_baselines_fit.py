@@ -13,7 +13,7 @@ import pytest
 from dpgym import Budget
 from dpgym.plugins.datasets import adult
 from dpgym.plugins.generators import dp_cgan, dp_merf
-from dpgym.run.cell import PeakRss
+from dpgym.engine.cell import PeakRss
 
 LIMIT_SECONDS = 300
 

@@ -16,7 +16,7 @@ import pytest
 from dpgym import Budget
 from dpgym.plugins.datasets import adult
 from dpgym.plugins.generators.dp_autogan import SPEC
-from dpgym.run.cell import PeakRss
+from dpgym.engine.cell import PeakRss
 
 TARGET_SECONDS = 15 * 60
 

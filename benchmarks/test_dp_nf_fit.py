@@ -13,7 +13,7 @@ import pytest
 from dpgym.plugins.datasets import lifesci
 from dpgym.plugins.generators.dp_nf import SPEC
 from dpgym.privacy import Budget
-from dpgym.run.cell import PeakRss
+from dpgym.engine.cell import PeakRss
 
 LIMIT_SECONDS = 600
 DELTA = 1.52e-5  # n_train^(-1.1), dp-nf spec A2

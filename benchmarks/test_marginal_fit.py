@@ -15,7 +15,7 @@ import pytest
 from dpgym import Budget
 from dpgym.plugins.datasets import adult
 from dpgym.plugins.generators import aim, mst
-from dpgym.run.cell import PeakRss
+from dpgym.engine.cell import PeakRss
 
 LIMITS = {"mst": (120, None), "aim": (600, 4 * 2**30)}  # (CPU seconds, peak resident bytes)
 

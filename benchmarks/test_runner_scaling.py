@@ -19,10 +19,10 @@ import pytest
 from dpgym.data.splits import load_split
 from dpgym.registry import Registry
 from dpgym.results.store import RunStore
-from dpgym.run.runner import run_suite
-from dpgym.run.suite import Settings, load_suite
-from dpgym.run.threads import cpu_count
-from dpgym.run.worker import start_forkserver
+from dpgym.engine.runner import run_suite
+from dpgym.engine.suite import Settings, load_suite
+from dpgym.engine.threads import cpu_count
+from dpgym.engine.worker import start_forkserver
 
 SEEDS = 4
 CONFIGS = {"serial": Settings(executor="serial"), "1 worker": Settings(executor="processes", workers=1),

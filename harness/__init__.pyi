@@ -27,8 +27,8 @@ from .privacy.events import (
     ZcdpEvent,
 )
 from .privacy.ledger import Ledger, LedgerEntry, PrivacyViolation
-from .run.isolation import Environment, isolated_spec
-from .run.threads import cell_threads
+from .engine.isolation import Environment, isolated_spec
+from .engine.threads import cell_threads
 from .schema import Column, ColumnKind, Schema, SchemaError
 from .specs import (
     AuditedLearner,

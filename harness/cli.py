@@ -13,7 +13,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from dpgym.run.suite import DEVICES, EXECUTORS
+from dpgym.engine.suite import DEVICES, EXECUTORS
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -22,10 +22,10 @@ from dpgym.data.inference import UnreadableTable, draft_toml, infer_schema, read
 from dpgym.registry import PluginError, Provided, Registry
 from dpgym.results.references import ReferenceError, known_references, load_reference
 from dpgym.results.store import RunStore, StoreError, runs_again, write_json_atomic
-from dpgym.run.grid import NOT_DEFAULT, check_builds, default_metrics, expand
-from dpgym.run.pipeline import Run, stored_manifest
-from dpgym.run.preflight import InputError, check_datasets, check_out
-from dpgym.run.suite import (
+from dpgym.engine.grid import NOT_DEFAULT, check_builds, default_metrics, expand
+from dpgym.engine.pipeline import Run, stored_manifest
+from dpgym.engine.preflight import InputError, check_datasets, check_out
+from dpgym.engine.suite import (
     MethodConfig,
     Plan,
     Settings,
@@ -262,7 +262,7 @@ def likely_finished(store: RunStore, manifest: dict[str, Any] | None, suite: Sui
 
 def cmd_run(args: argparse.Namespace, run: Run, console: Console) -> None:
     from dpgym.report import write_report
-    from dpgym.run.runner import run_grid
+    from dpgym.engine.runner import run_grid
 
     summary = run_grid(run, retry_failed=args.retry_failed, show_progress=not args.no_progress)
     console.print(
@@ -446,8 +446,8 @@ def prepare_run(args: argparse.Namespace) -> Run:
     manifest = stored_manifest(store)
     plan = Plan.resolve(settings_from_args(args).over(suite.settings))
     if not args.dry_run and not likely_finished(store, manifest, suite):
-        from dpgym.run.executors import start_early
-        from dpgym.run.worker import ALL_METRICS
+        from dpgym.engine.executors import start_early
+        from dpgym.engine.worker import ALL_METRICS
 
         metrics = list(suite.metrics) if suite.metrics is not None else [ALL_METRICS]
         start_early(plan, list(suite.datasets), [method.name for method in suite.configs] + metrics)

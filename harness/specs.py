@@ -194,7 +194,7 @@ class GeneratorSpec:
     quick_params: Mapping[str, Any] = field(default_factory=dict)  # cheap settings for conformance checks
     capabilities: frozenset[Capability] = frozenset()
     # As for datasets: returns "" when the generator can run here, else one line saying how to make
-    # it runnable (e.g. the command creating its own environment, `dpgym.run.isolation`). None: always.
+    # it runnable (e.g. the command creating its own environment, `dpgym.engine.isolation`). None: always.
     availability: Callable[[], str] | None = None
 
     def __post_init__(self) -> None:

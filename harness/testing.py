@@ -34,7 +34,7 @@ import pytest
 from dpgym.privacy.budget import Budget
 from dpgym.privacy.ledger import Ledger
 from dpgym.privacy.reaccount import reaccount
-from dpgym.run.cell import ledger_contradiction
+from dpgym.engine.cell import ledger_contradiction
 from dpgym.schema import Column, ColumnKind, Schema
 from dpgym.specs import (
     Capability,

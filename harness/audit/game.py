@@ -18,7 +18,7 @@ library runs this game or computes this bound; the pieces (the encoder, the inte
 regression) are reused.
 
 Each fit is stored on its own (`DIR/audits/<key>/fits/<i>.json`, written atomically) and fits run in
-batches in isolated child processes (`dpgym.run.worker`), so an interrupted audit resumes from the fits
+batches in isolated child processes (`dpgym.engine.worker`), so an interrupted audit resumes from the fits
 done, and a plugin that crashes, hangs past `--timeout` or exhausts memory fails its own audit.
 """
 
@@ -45,9 +45,9 @@ from dpgym.data.splits import load_split
 from dpgym.privacy.budget import Budget
 from dpgym.registry import Registry
 from dpgym.results.store import RunStore, write_json_atomic
-from dpgym.run.grid import Cell, cell_key
-from dpgym.run.threads import cpu_count
-from dpgym.run.worker import CellTask, run_isolated, start_forkserver
+from dpgym.engine.grid import Cell, cell_key
+from dpgym.engine.threads import cpu_count
+from dpgym.engine.worker import CellTask, run_isolated, start_forkserver
 from dpgym.schema import Schema
 from dpgym.specs import Capability
 
@@ -182,7 +182,7 @@ class AuditBatch:
     cell: Cell
     options: AuditOptions
     fits: tuple[int, ...]
-    key: str  # the audit's key (`dpgym.run.worker` names the child after it)
+    key: str  # the audit's key (`dpgym.engine.worker` names the child after it)
 
 
 def run_batch(batch: AuditBatch, registry: Registry, device: str = "cpu") -> tuple[dict[str, Any], None]:

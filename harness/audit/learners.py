@@ -1,5 +1,5 @@
 """The private-learning track: what a learner's cell measures, and the plausibility audit of its
-claim (`dpgym.run.cell.run_learner` runs the stages; docs/methods/expm-nf.md#audit). Empirical: the
+claim (`dpgym.engine.cell.run_learner` runs the stages; docs/methods/expm-nf.md#audit). Empirical: the
 audit can show a claim impossible, never prove one.
 
 Metrics written to ``result.json``:

@@ -36,7 +36,7 @@ from dpgym.results.store import RunStore
 from dpgym.specs import Direction
 
 if TYPE_CHECKING:
-    from dpgym.run.pipeline import Run
+    from dpgym.engine.pipeline import Run
 
 REPORT_PACKAGES = ("jinja2", "matplotlib", "seaborn", "scikit-posthocs", "scipy", "pandas")
 

@@ -28,8 +28,8 @@ from dpgym.report.formatting import eps
 from dpgym.results.leaderboard import Leaderboard, metric_info
 from dpgym.results.records import CellRecord
 from dpgym.results.store import RunStore, write_json_atomic
-from dpgym.run.threads import cpu_count
-from dpgym.run.worker import die_with_parent
+from dpgym.engine.threads import cpu_count
+from dpgym.engine.worker import die_with_parent
 from dpgym.schema import Schema
 
 REFERENCE_EPSILON = 1.0  # per-generator figures show the run's ε closest to this (log scale)

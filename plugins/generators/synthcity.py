@@ -1,7 +1,7 @@
 """synthcity's private generators (optional), run in their own environment `.venv-synthcity`.
 
 synthcity pins torch < 2.3 and numpy < 2, which cannot live beside dpgym's stack, so these
-generators run through `dpgym.run.isolation` in a separate environment that is never part of the
+generators run through `dpgym.engine.isolation` in a separate environment that is never part of the
 default install: create it with `bash scripts/setup-synthcity.sh` (or point DPGYM_SYNTHCITY_PYTHON
 at an interpreter that has synthcity). Without it `dpgym list` marks them unavailable and their
 cells fail with that command. The environment side is `plugins/isolated/synthcity_adapter.py`.

@@ -1,8 +1,8 @@
-"""synthcity's private generators, run inside `.venv-synthcity` by `dpgym.run.isolation`.
+"""synthcity's private generators, run inside `.venv-synthcity` by `dpgym.engine.isolation`.
 
 This module is imported only in that environment (synthcity pins torch < 2.3 and numpy < 2): it
 must not import dpgym. The host side, with the guarantee labels and the reasons for them, is
-`plugins/generators/synthcity.py`; the contract is in `harness/run/isolated_runner.py`.
+`plugins/generators/synthcity.py`; the contract is in `harness/engine/isolated_runner.py`.
 
 Every plugin releases its synthetic table once, at fit (AIM's `generate` re-runs the whole
 mechanism on the private rows, so sampling it twice would release twice); `sample` draws rows from

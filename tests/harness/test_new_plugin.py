@@ -11,8 +11,8 @@ from dpgym.commands import metric_directions
 from dpgym.registry import Registry
 from tests.harness.report.fakerun import write_leaderboard
 from dpgym.results.store import RunStore
-from dpgym.run.runner import run_suite
-from dpgym.run.suite import MethodConfig, Settings, Suite
+from dpgym.engine.runner import run_suite
+from dpgym.engine.suite import MethodConfig, Settings, Suite
 from dpgym.scaffold import new_plugin
 from dpgym.testing import CHECKS, check_device_flag, conformance_checks
 from tests.pip_target import conformance, install, metadata_only

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from dpgym.run.suite import load_suite
+from dpgym.engine.suite import load_suite
 
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "leaderboard" / "results"

@@ -13,9 +13,9 @@ import pytest
 from dpgym.data.cache import digest
 from dpgym.registry import Registry
 from dpgym.results.store import RunStore
-from dpgym.run.pipeline import Run
-from dpgym.run.runner import run_suite
-from dpgym.run.suite import load_suite
+from dpgym.engine.pipeline import Run
+from dpgym.engine.runner import run_suite
+from dpgym.engine.suite import load_suite
 
 pytestmark = pytest.mark.slow  # every test here shares one run of the smoke suite (minutes)
 

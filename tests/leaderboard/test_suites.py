@@ -3,7 +3,7 @@ leaderboard reports would have read them without a mechanism (docs/privacy.md)."
 
 from pathlib import Path
 
-from dpgym.run.suite import load_suite
+from dpgym.engine.suite import load_suite
 
 SUITES = Path(__file__).parents[2] / "leaderboard" / "suites"
 # the public tuning data: RAND HIE for tabular defaults, the checkerboard for 2-D ones

@@ -23,8 +23,8 @@ from dpgym.audit.game import (
 )
 from dpgym.cli import main
 from dpgym.registry import Registry
-from dpgym.run.grid import expand
-from dpgym.run.suite import MethodConfig, Suite, apply_overrides
+from dpgym.engine.grid import expand
+from dpgym.engine.suite import MethodConfig, Suite, apply_overrides
 from tests.fake_plugins import FAULTY
 from tests.harness.audit.audit_faults import PLANTED
 

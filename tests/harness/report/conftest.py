@@ -7,8 +7,8 @@ import pytest
 from dpgym.registry import Registry
 from tests.harness.report.fakerun import write_leaderboard
 from dpgym.results.store import RunStore
-from dpgym.run.runner import run_suite
-from dpgym.run.suite import MethodConfig, Suite
+from dpgym.engine.runner import run_suite
+from dpgym.engine.suite import MethodConfig, Suite
 from tests.fake_plugins import FaultyGenerators, QuickMetrics
 from tests.harness.report.fakerun import report_of
 

@@ -76,6 +76,6 @@ def report_of(run_dir: Path, registry: Any, out: Path | None = None) -> Path:
     """The report of the suite last run into a run directory, as `dpgym report` writes it."""
     from dpgym.report import write_report
     from dpgym.results.store import RunStore
-    from dpgym.run.pipeline import Run
+    from dpgym.engine.pipeline import Run
 
     return write_report(Run.open(RunStore(run_dir), registry), out)

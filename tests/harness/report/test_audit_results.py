@@ -15,8 +15,8 @@ from dpgym.audit.matching import match_audits
 from dpgym.results.leaderboard import metric_info
 from dpgym.results.render import save_leaderboard
 from dpgym.results.store import RunStore
-from dpgym.run.grid import expand
-from dpgym.run.suite import MethodConfig, Suite
+from dpgym.engine.grid import expand
+from dpgym.engine.suite import MethodConfig, Suite
 from tests.harness.report.fakerun import leaderboard_of, report_of
 
 

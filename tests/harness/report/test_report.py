@@ -17,8 +17,8 @@ from dpgym.registry import Registry
 from dpgym.report.datasets import _matrix_from_pairs, class_f1_table
 from dpgym.results.records import CellRecord
 from dpgym.results.store import RunStore
-from dpgym.run.runner import run_suite
-from dpgym.run.suite import MethodConfig, Suite
+from dpgym.engine.runner import run_suite
+from dpgym.engine.suite import MethodConfig, Suite
 from tests.harness.report.fakerun import leaderboard_of, report_of, result, write_run
 
 

@@ -14,8 +14,8 @@ from dpgym.commands import metric_directions
 from dpgym.registry import Registry
 from dpgym.results.check import compare, load_baseline, same_ledger, summarise, write_baseline
 from dpgym.results.store import RunStore
-from dpgym.run.runner import run_suite
-from dpgym.run.suite import MethodConfig, Suite
+from dpgym.engine.runner import run_suite
+from dpgym.engine.suite import MethodConfig, Suite
 from tests.fake_plugins import QuieterGenerators
 
 

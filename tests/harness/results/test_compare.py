@@ -25,7 +25,7 @@ from dpgym.results.compare import (
 from dpgym.results.leaderboard import metric_info
 from dpgym.results.references import REFERENCES_DIR, ReferenceError, load_reference
 from dpgym.results.store import RunStore
-from dpgym.run.suite import SUITES_DIR, MethodConfig, Suite, SuiteError, load_suite, suite_from_dict
+from dpgym.engine.suite import SUITES_DIR, MethodConfig, Suite, SuiteError, load_suite, suite_from_dict
 from dpgym.specs import Direction
 from tests.harness.report.fakerun import leaderboard_of, result, write_run
 

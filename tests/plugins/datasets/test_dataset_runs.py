@@ -8,8 +8,8 @@ import json
 import pytest
 
 from dpgym.results.store import RunStore
-from dpgym.run.runner import run_suite
-from dpgym.run.suite import MethodConfig, Suite
+from dpgym.engine.runner import run_suite
+from dpgym.engine.suite import MethodConfig, Suite
 from tests.harness.report.fakerun import report_of
 from tests.plugins.datasets.test_user_csv_dataset import SCHEMA, people
 
@@ -53,7 +53,7 @@ def test_every_cell_on_an_unreviewed_schema_records_the_warning(registry, tmp_pa
 
 def test_the_same_csv_at_two_paths_is_one_dataset_and_a_moved_file_resumes(registry, tmp_path):
     """A user dataset's cell keys, seeds and numbers come from its content and options, not its path."""
-    from dpgym.run.grid import expand
+    from dpgym.engine.grid import expand
 
     def placed(folder: str) -> str:
         (tmp_path / folder).mkdir()

@@ -17,10 +17,10 @@ from dpgym.cli import main
 from dpgym.plugins.generators.synthcity import SPECS, SYNTHCITY
 from dpgym.registry import Registry
 from dpgym.results.store import RunStore
-from dpgym.run.grid import expand
-from dpgym.run.isolation import EnvironmentUnavailable
-from dpgym.run.runner import run_suite
-from dpgym.run.suite import MethodConfig, Settings, Suite
+from dpgym.engine.grid import expand
+from dpgym.engine.isolation import EnvironmentUnavailable
+from dpgym.engine.runner import run_suite
+from dpgym.engine.suite import MethodConfig, Settings, Suite
 from dpgym.testing import CONFORMANCE_SCHEMA, conformance_table
 
 FAKE_SYNTHCITY = Path(__file__).resolve().parents[2] / "harness" / "run" / "isolated" / "fake_synthcity"

@@ -10,9 +10,9 @@ import pytest
 from dpgym.cli import build_parser
 from dpgym.commands import suite_from_args
 from dpgym.results.store import RunStore
-from dpgym.run.grid import expand
-from dpgym.run.runner import run_suite
-from dpgym.run.suite import MethodConfig, Settings, Suite, SuiteError, suite_from_dict
+from dpgym.engine.grid import expand
+from dpgym.engine.runner import run_suite
+from dpgym.engine.suite import MethodConfig, Settings, Suite, SuiteError, suite_from_dict
 from dpgym.specs import SpecError
 from tests.harness.report.fakerun import report_of
 

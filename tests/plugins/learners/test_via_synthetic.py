@@ -27,8 +27,8 @@ def test_model_from_independent_histograms_spends_the_generators_ledger(toy_spli
 
 
 def test_bad_generator_params_are_a_user_error_before_any_cell_runs(learner_registry):
-    from dpgym.run.grid import check_builds, expand
-    from dpgym.run.suite import MethodConfig, Suite
+    from dpgym.engine.grid import check_builds, expand
+    from dpgym.engine.suite import MethodConfig, Suite
     from dpgym.specs import SpecError
 
     bad = MethodConfig("via_synthetic:independent", {"generator_params": {"bogus": 1}}, kind="learner")

@@ -51,8 +51,8 @@ def test_a_non_binary_matrix_is_refused(monkeypatch, tmp_path):
 
 def test_the_cell_key_follows_the_matrix_not_its_path(monkeypatch, tmp_path):
     from dpgym.registry import Registry
-    from dpgym.run.grid import expand
-    from dpgym.run.suite import MethodConfig, Suite
+    from dpgym.engine.grid import expand
+    from dpgym.engine.suite import MethodConfig, Suite
 
     def keys(path):
         monkeypatch.setenv(mimic.ENV, str(path))

@@ -12,12 +12,12 @@ import pytest
 
 from dpgym.registry import Registry
 from dpgym.results.store import RunStore
-from dpgym.run.grid import expand
-from dpgym.run.isolation import Environment
-from dpgym.run.runner import run_suite
-from dpgym.run.suite import MethodConfig, Settings, Suite
+from dpgym.engine.grid import expand
+from dpgym.engine.isolation import Environment
+from dpgym.engine.runner import run_suite
+from dpgym.engine.suite import MethodConfig, Settings, Suite
 from dpgym.testing import conformance_checks
-from tests.harness.run.isolated.plugin import PLUGINS, THROWAWAY, IsolatedPlugins
+from tests.harness.engine.isolated.plugin import PLUGINS, THROWAWAY, IsolatedPlugins
 
 ISOLATED_MARGINALS = IsolatedPlugins().dpgym_generators()[0]
 

@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from dpgym.data.datafiles import CHECKOUT
-from dpgym.run.threads import cpu_count
+from dpgym.engine.threads import cpu_count
 
 SUITES_DIR = CHECKOUT / "leaderboard" / "suites"
 
@@ -233,7 +233,7 @@ class Suite:
 
     @property
     def size(self) -> int:
-        """How many cells the grid holds: `dpgym.run.grid.expand` makes one per method, dataset, ε and seed."""
+        """How many cells the grid holds: `dpgym.engine.grid.expand` makes one per method, dataset, ε and seed."""
         return len(self.configs) * len(self.datasets) * len(self.epsilons) * len(self.seeds)
 
     def same_grid(self, other: dict[str, Any]) -> bool:

@@ -17,7 +17,7 @@ import warnings
 
 from dpgym.data.splits import load_split
 from dpgym.registry import PLUGINS_ENV, Registry
-from dpgym.run.worker import ALL_METRICS, PARENT_ENV, WARM_CODE_ENV, WARM_DATASETS_ENV, die_with_parent, worker_registry
+from dpgym.engine.worker import ALL_METRICS, PARENT_ENV, WARM_CODE_ENV, WARM_DATASETS_ENV, die_with_parent, worker_registry
 from dpgym.specs import Deferred
 
 

@@ -31,7 +31,7 @@ import pandas as pd
 from dpgym.data.datafiles import CHECKOUT
 from dpgym.privacy.budget import Budget, Guarantee
 from dpgym.privacy.ledger import Ledger
-from dpgym.run import isolated_runner
+from dpgym.engine import isolated_runner
 from dpgym.schema import Schema
 from dpgym.specs import GeneratorSpec
 
@@ -135,7 +135,7 @@ def isolated_spec(name: str, version: str, adapter: str, environment: Environmen
                   defaults: Mapping[str, Any], description: str = "",
                   quick_params: Mapping[str, Any] | None = None) -> GeneratorSpec:
     """A generator spec whose fit and sample run `adapter` ("module" or "module:object", importable in
-    `environment`; the contract is in `dpgym.run.isolated_runner`)."""
+    `environment`; the contract is in `dpgym.engine.isolated_runner`)."""
     return GeneratorSpec(
         name=name, version=version, guarantee=guarantee, defaults=dict(defaults), description=description,
         quick_params=dict(quick_params or {}), availability=environment.availability,

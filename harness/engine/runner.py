@@ -2,11 +2,11 @@
 each cell as it finishes, telling observer hooks and the progress display.
 
 On a terminal the display is live: the bar, every running cell with its stage and how long it has
-been in it, and the time left estimated from measured cell durations (`dpgym.run.activity`). Without a
+been in it, and the time left estimated from measured cell durations (`dpgym.engine.activity`). Without a
 terminal, or with `show_progress=False`, each finished cell prints one line instead.
 
-How one cell runs is `dpgym.run.cell`; how a suite becomes cells is `dpgym.run.grid`; where cells run
-(in this process, in supervised child processes, on dask) is `dpgym.run.executors`.
+How one cell runs is `dpgym.engine.cell`; how a suite becomes cells is `dpgym.engine.grid`; where cells run
+(in this process, in supervised child processes, on dask) is `dpgym.engine.executors`.
 """
 
 from __future__ import annotations
@@ -24,13 +24,13 @@ from rich.text import Text
 from dpgym.registry import Registry
 from dpgym.results.records import CellRecord, ErrorRecord, Status
 from dpgym.results.store import RunStore, runs_again
-from dpgym.run.activity import Activity
-from dpgym.run.cell import cell_header, unrecorded
-from dpgym.run.executors import make_executor
-from dpgym.run.grid import Cell, check_builds
-from dpgym.run.pipeline import Run, stored_manifest
-from dpgym.run.suite import Plan, Settings, Suite
-from dpgym.run.worker import Outcome, sweep_temp
+from dpgym.engine.activity import Activity
+from dpgym.engine.cell import cell_header, unrecorded
+from dpgym.engine.executors import make_executor
+from dpgym.engine.grid import Cell, check_builds
+from dpgym.engine.pipeline import Run, stored_manifest
+from dpgym.engine.suite import Plan, Settings, Suite
+from dpgym.engine.worker import Outcome, sweep_temp
 from dpgym.specs import CellResult
 
 
@@ -147,7 +147,7 @@ def finished_line(count: int, total: int, cell: Cell, record: CellRecord) -> str
 
 
 class TimeLeft(ProgressColumn):
-    """The estimate of `dpgym.run.activity.Activity.seconds_left`, which moves with every running cell's
+    """The estimate of `dpgym.engine.activity.Activity.seconds_left`, which moves with every running cell's
     clock rather than waiting for a cell to finish."""
 
     def __init__(self, seconds_left: Callable[[], float | None]):

@@ -13,8 +13,8 @@ import pytest
 from dpgym.registry import Registry
 from tests.harness.report.fakerun import write_leaderboard
 from dpgym.results.store import RunStore, StoreError
-from dpgym.run.grid import check_builds, expand, seed_streams
-from dpgym.run.suite import MethodConfig, Settings, Suite, SuiteError, apply_overrides, load_suite
+from dpgym.engine.grid import check_builds, expand, seed_streams
+from dpgym.engine.suite import MethodConfig, Settings, Suite, SuiteError, apply_overrides, load_suite
 from dpgym.specs import SpecError
 from tests.fake_plugins import FAULTY, UNWRITABLE
 from tests.plugins.datasets.test_user_csv_dataset import SCHEMA, people
@@ -33,7 +33,7 @@ def registry() -> Registry:
 
 
 def run(suite: Suite, out, registry: Registry, **kwargs):
-    from dpgym.run.runner import run_suite
+    from dpgym.engine.runner import run_suite
 
     return run_suite(suite, RunStore(out), registry, show_progress=False, **kwargs)
 

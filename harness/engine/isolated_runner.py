@@ -1,7 +1,7 @@
 """One step of an isolated generator, run inside the generator's own Python environment.
 
 Standard library only, and no dpgym import: the environment may pin an old numpy or pandas, or
-not have dpgym at all. `dpgym.run.isolation` starts it as ``<python> -I isolated_runner.py
+not have dpgym at all. `dpgym.engine.isolation` starts it as ``<python> -I isolated_runner.py
 request.json`` in a fresh work folder holding the request and its files, and reads back what it
 writes there. Errors propagate: the traceback on stderr and the non-zero exit code are the host's
 report. Keep it Python 3.8-compatible: environments pinned for old stacks run old interpreters.

@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, Any
 from dpgym.registry import Registry
 from dpgym.results.records import CellRecord
 from dpgym.results.store import RunStore, StoreError
-from dpgym.run.grid import Cell, expand
-from dpgym.run.suite import Plan, Suite, suite_from_dict
+from dpgym.engine.grid import Cell, expand
+from dpgym.engine.suite import Plan, Suite, suite_from_dict
 
 if TYPE_CHECKING:
     from dpgym.results.leaderboard import Leaderboard

@@ -21,7 +21,7 @@ import numpy as np
 import dpgym
 from dpgym.privacy.budget import Budget
 from dpgym.registry import Registry
-from dpgym.run.suite import DEVICES, MethodConfig, Suite
+from dpgym.engine.suite import DEVICES, MethodConfig, Suite
 from dpgym.specs import Capability, CellInfo, DatasetSpec, SpecError, checked_params
 
 STREAMS = ("fit", "sample", "evaluate")

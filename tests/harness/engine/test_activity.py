@@ -7,11 +7,11 @@ import pytest
 
 from dpgym.registry import Registry
 from dpgym.results.store import RunStore
-from dpgym.run.activity import Activity
-from dpgym.run.executors import Plan, ProcessExecutor, SerialExecutor
-from dpgym.run.grid import expand
-from dpgym.run.runner import duration, run_suite
-from dpgym.run.suite import MethodConfig, Settings, Suite
+from dpgym.engine.activity import Activity
+from dpgym.engine.executors import Plan, ProcessExecutor, SerialExecutor
+from dpgym.engine.grid import expand
+from dpgym.engine.runner import duration, run_suite
+from dpgym.engine.suite import MethodConfig, Settings, Suite
 from tests.fake_plugins import EXECUTION
 
 

@@ -7,8 +7,8 @@ import pytest
 
 from dpgym.commands import left_out_metrics
 from dpgym.registry import Registry
-from dpgym.run.grid import default_metrics, expand
-from dpgym.run.suite import MethodConfig, Suite
+from dpgym.engine.grid import default_metrics, expand
+from dpgym.engine.suite import MethodConfig, Suite
 
 
 @pytest.fixture(scope="module")

@@ -23,12 +23,12 @@ import pytest
 from dpgym.registry import PluginError, Registry
 from tests.harness.report.fakerun import write_leaderboard
 from dpgym.results.store import RunStore
-from dpgym.run.activity import Activity
-from dpgym.run.executors import Plan, ProcessExecutor
-from dpgym.run.grid import expand
-from dpgym.run.runner import run_suite
-from dpgym.run.suite import MethodConfig, Settings, Suite, SuiteError, load_suite, settings_from_dict
-from dpgym.run.worker import _Tree
+from dpgym.engine.activity import Activity
+from dpgym.engine.executors import Plan, ProcessExecutor
+from dpgym.engine.grid import expand
+from dpgym.engine.runner import run_suite
+from dpgym.engine.suite import MethodConfig, Settings, Suite, SuiteError, load_suite, settings_from_dict
+from dpgym.engine.worker import _Tree
 from tests.fake_plugins import EXECUTION, HELPERS_ENV, FaultyGenerators
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -102,7 +102,7 @@ def test_a_timed_out_cell_takes_with_it_a_helper_that_left_its_process_group_and
 
 def test_a_cell_whose_process_does_not_exit_after_its_result_is_ok_and_noted_as_killed_by_the_harness(
         registry, tmp_path, monkeypatch):
-    monkeypatch.setattr("dpgym.run.worker.EXIT_GRACE_SECONDS", 1.0)
+    monkeypatch.setattr("dpgym.engine.worker.EXIT_GRACE_SECONDS", 1.0)
     run_suite(grid("lingerer", executor="processes", workers=1), RunStore(tmp_path), registry, show_progress=False)
     (result,) = RunStore(tmp_path).results()
     assert result.status == "ok"
@@ -191,7 +191,7 @@ def test_suite_settings_parse_and_cli_settings_take_precedence(tmp_path):
 
 @pytest.mark.slow
 def test_the_harness_core_does_not_import_torch():
-    code = "import sys, dpgym.cli, dpgym.run.executors, dpgym.run.runner; print('torch' in sys.modules)"
+    code = "import sys, dpgym.cli, dpgym.engine.executors, dpgym.engine.runner; print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=_env(), cwd=ROOT)
     assert out.stdout.strip() == "False", out.stderr
 
@@ -339,9 +339,9 @@ def test_workers_of_a_killed_driver_exit_with_their_helpers_and_temporary_files_
 def test_a_new_cell_removes_the_temporary_folders_of_killed_supervisors_and_keeps_live_ones(tmp_path, monkeypatch):
     """A supervisor killed between creating its cell's folder and the child arming its orphan watch
     leaves the folder behind: the next cell on the host removes it."""
-    from dpgym.run.worker import _scratch_folder
+    from dpgym.engine.worker import _scratch_folder
 
-    creator = ("import time; from dpgym.run.worker import _scratch_folder; "
+    creator = ("import time; from dpgym.engine.worker import _scratch_folder; "
                "print(_scratch_folder(), flush=True); time.sleep(60)")
     supervisor = subprocess.Popen([sys.executable, "-c", creator], env={**_env(), "TMPDIR": str(tmp_path)}, cwd=ROOT,
                                   stdout=subprocess.PIPE, text=True)
@@ -451,7 +451,7 @@ def test_a_stopped_dask_run_leaves_its_client_within_seconds_and_keeps_its_own_e
     """Ctrl-C must not wait on a client close that cannot complete: distributed's would wait 60 s, then
     raise a TimeoutError in place of the KeyboardInterrupt (exit 1, not 130). The connection, dropped
     when the driver exits, releases the run's tasks all the same."""
-    from dpgym.run.executors import STOPPED_CLOSE_SECONDS, DaskExecutor
+    from dpgym.engine.executors import STOPPED_CLOSE_SECONDS, DaskExecutor
 
     executor = DaskExecutor(Plan.resolve(Settings(executor="dask", scheduler=external_cluster.address)), registry,
                             Activity())

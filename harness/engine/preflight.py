@@ -2,7 +2,7 @@
 instead of failing every cell, and a dry run that passes means the run will start.
 
 The grid itself (plugin names, hyper-parameters and their types, learners' targets) is checked by
-`dpgym.run.grid.expand`. Here: the run directory can be written, and every dataset of the suite loads
+`dpgym.engine.grid.expand`. Here: the run directory can be written, and every dataset of the suite loads
 once, with its rows matching its schema and a prediction target that has two classes in each
 split. A dataset whose files are not on this machine is left to its cells, which report it
 unavailable with how to get it; a dataset plugin that crashes for another reason fails its cells
@@ -22,7 +22,7 @@ from dpgym.data.inference import UnreadableTable
 from dpgym.data.splits import load_split
 from dpgym.registry import Registry
 from dpgym.results.store import RunStore
-from dpgym.run.suite import Suite
+from dpgym.engine.suite import Suite
 from dpgym.schema import Schema, SchemaError
 from dpgym.specs import Split
 

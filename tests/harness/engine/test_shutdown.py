@@ -20,9 +20,9 @@ from dpgym.cli import build_parser
 from dpgym.commands import suite_from_args
 from dpgym.registry import Registry
 from dpgym.results.store import RunStore
-from dpgym.run.runner import run_suite
-from dpgym.run.threads import cpu_count
-from dpgym.run.worker import OWNER_PREFIX, SCRATCH_PREFIX, _host, _owner, _started, sweep_temp
+from dpgym.engine.runner import run_suite
+from dpgym.engine.threads import cpu_count
+from dpgym.engine.worker import OWNER_PREFIX, SCRATCH_PREFIX, _host, _owner, _started, sweep_temp
 from tests.fake_plugins import EXECUTION
 
 ROOT = Path(__file__).resolve().parents[3]

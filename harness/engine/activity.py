@@ -1,7 +1,7 @@
 """What a run is doing now, for its progress display: which cells run, in which stage since when, and
 how long the rest should take.
 
-The executors tell an `Activity` when a cell starts, each stage it enters (`dpgym.run.cell.STAGE_LISTENER`)
+The executors tell an `Activity` when a cell starts, each stage it enters (`dpgym.engine.cell.STAGE_LISTENER`)
 and when it ends; supervisor threads do so concurrently, hence the lock. The estimate of the time
 left uses what this run directory has measured: each method's mean wall time per finished cell
 (earlier runs' cells included), else the mean over every method, else none yet.

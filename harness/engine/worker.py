@@ -43,7 +43,7 @@ from typing import Any
 import psutil
 
 from dpgym.registry import PLUGINS_ENV, Registry
-from dpgym.run.cell import STAGE_LISTENER, run_cell
+from dpgym.engine.cell import STAGE_LISTENER, run_cell
 
 POLL_SECONDS = 0.05
 DESCENDANTS_EVERY = 1.0  # listing descendants scans all of /proc: refreshed once a second, not per poll
@@ -54,19 +54,19 @@ THREAD_ENV = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUM
               "VECLIB_MAXIMUM_THREADS")
 SCRATCH_PREFIX = "dpgym-cell-"  # + host hash-pid-start-random: see _scratch_folder
 OWNER_PREFIX = "dpgym-owner-"  # + host hash-pid-start: see _tag_temp_dir
-WARM_DATASETS_ENV = "DPGYM_WARM_DATASETS"  # read by dpgym.run.worker_preload in the forkserver
+WARM_DATASETS_ENV = "DPGYM_WARM_DATASETS"  # read by dpgym.engine.worker_preload in the forkserver
 # Also read there: the generators, learners and metrics whose code (named by `Deferred` in their specs)
 # the server imports up front; "*" stands for every metric.
 WARM_CODE_ENV = "DPGYM_WARM_CODE"
 ALL_METRICS = "*"
-PARENT_ENV = "DPGYM_FORKSERVER_PARENT"  # read by dpgym.run.worker_preload: see start_forkserver
+PARENT_ENV = "DPGYM_FORKSERVER_PARENT"  # read by dpgym.engine.worker_preload: see start_forkserver
 
 
 @dataclass(frozen=True)
 class CellTask:
     """Everything a child needs to run a cell; plain data, so it pickles to any worker."""
 
-    cell: Any  # dpgym.run.grid.Cell
+    cell: Any  # dpgym.engine.grid.Cell
     plugins: str = ""  # DPGYM_PLUGINS value to discover in the child
     device: str = "auto"
     threads: int | None = 1  # None: the worker's cores // its task slots (a remote dask worker)
@@ -184,7 +184,7 @@ def _child_main(conn: Any, task: CellTask, supervisor: tuple[int, int], scratch:
 def _context() -> multiprocessing.context.BaseContext:
     """A forkserver whose preload warms imports, plugins and the datasets named in the env."""
     ctx = multiprocessing.get_context("forkserver")
-    ctx.set_forkserver_preload(["dpgym.run.worker_preload"])
+    ctx.set_forkserver_preload(["dpgym.engine.worker_preload"])
     _tag_temp_dir()
     return ctx
 
@@ -316,7 +316,7 @@ def _threads_on_dask_worker() -> int:
 def run_isolated(task: CellTask, cancel: threading.Event | None = None,
                  on_stage: Callable[[str], None] | None = None) -> Outcome:
     """Run `task` in a fresh child process and supervise it; never raises for the cell's fault.
-    `on_stage` hears the label of each stage the cell starts (`dpgym.run.cell.STAGE_LISTENER`)."""
+    `on_stage` hears the label of each stage the cell starts (`dpgym.engine.cell.STAGE_LISTENER`)."""
     if multiprocessing.current_process().daemon:
         return Outcome(failure={"reason": "worker error", "type": "DaemonicWorker", "message": (
             "worker error: this worker is a daemonic process and may not start the cell's process; start dask "

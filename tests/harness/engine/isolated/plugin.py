@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from dpgym import Guarantee, hookimpl
-from dpgym.run.isolation import Environment, isolated_spec
+from dpgym.engine.isolation import Environment, isolated_spec
 
 THROWAWAY = Environment(
     name="stdlib-test", python=".venv-isolation-test/bin/python", env_var="DPGYM_TEST_ISOLATED_PYTHON",
@@ -23,4 +23,4 @@ class IsolatedPlugins:
         ]
 
 
-PLUGINS = "tests.harness.run.isolated.plugin:IsolatedPlugins"
+PLUGINS = "tests.harness.engine.isolated.plugin:IsolatedPlugins"

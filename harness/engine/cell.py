@@ -13,7 +13,7 @@
 6. everything the cell returns must be JSON: what is not fails the cell here, naming the plugin.
 
 A plugin's fault (an exception, even `SystemExit`) fails its cell with the stage it happened in,
-never the run. Limits on time and memory are the executors' (`dpgym.run.worker`).
+never the run. Limits on time and memory are the executors' (`dpgym.engine.worker`).
 
 Each stage is announced as it starts (`STAGE_LISTENER`: "fit", "sample", "evaluate: utility", ...),
 so that a run's progress display can say what every running cell is doing.
@@ -47,7 +47,7 @@ from dpgym.privacy.reaccount import reaccount
 from dpgym.registry import Provided, Registry
 from dpgym.results.records import CellRecord, DatasetRecord, ErrorRecord, MethodRecord, PrivacyRecord, Status
 from dpgym.results.store import to_json
-from dpgym.run.grid import Cell
+from dpgym.engine.grid import Cell
 from dpgym.schema import Schema
 from dpgym.specs import Capability, DatasetSpec, MetricContext, MetricSpec, Split
 

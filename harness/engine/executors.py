@@ -25,10 +25,10 @@ from dataclasses import replace
 from typing import Any
 
 from dpgym.registry import PluginError, Registry
-from dpgym.run.activity import Activity
-from dpgym.run.cell import STAGE_LISTENER, run_cell
-from dpgym.run.suite import Plan, SuiteError
-from dpgym.run.worker import CellTask, Outcome, run_isolated, start_forkserver
+from dpgym.engine.activity import Activity
+from dpgym.engine.cell import STAGE_LISTENER, run_cell
+from dpgym.engine.suite import Plan, SuiteError
+from dpgym.engine.worker import CellTask, Outcome, run_isolated, start_forkserver
 
 
 def start_early(plan: Plan, datasets: list[str], code: list[str]) -> None:
