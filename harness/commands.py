@@ -95,7 +95,7 @@ def suite_from_args(args: argparse.Namespace) -> Suite:
             raise SuiteError("--generators/--learners build an ad-hoc grid; they cannot be combined with --suite")
         given = {name: value for name, value in overrides.items() if value is not None}
         if given:
-            suite = Suite(**{**suite.__dict__, **given})
+            suite = suite.narrowed(**given)
     else:
         missing = [f"--{n}" for n in ("datasets", "epsilons") if getattr(args, n) is None]
         if not (args.generators or args.learners):
@@ -228,7 +228,7 @@ def left_out_metrics(suite: Suite, registry: Registry) -> list[str]:
     """One line per installed metric that a suite naming no metrics leaves out of some cells, with why
     and, when it is left out of some cells only, of which."""
     reasons: dict[tuple[str, str], list[str]] = {}
-    pairs = [(m, d) for m in suite.configs for d in suite.datasets]
+    pairs = [(m, d) for m in suite.configs for d in m.part_of(suite)[0]]
     for method, dataset in pairs:
         spec = registry.get(method.kind, method.name).spec
         for metric, reason in default_metrics(registry, spec, registry.dataset(dataset))[1].items():

@@ -1,5 +1,5 @@
-"""The grid: a suite expanded into cells (method × dataset × ε × seed), each with a content key and
-its own random streams.
+"""The grid: a suite expanded into cells (method × dataset × ε × seed, over each method's part of the
+suite's grid), each with a content key and its own random streams.
 
 A cell's key hashes everything that decides its numbers (the method's name, version, package and
 hyper-parameters with defaults filled in; the dataset's name, version and checksum; the metrics
@@ -130,7 +130,8 @@ def expand(suite: Suite, registry: Registry) -> list[Cell]:
         provided = registry.get(method.kind, method.name)
         params = {**provided.spec.defaults, **method.params}
         _check_names_and_types(method, provided.spec)
-        for dataset_name in suite.datasets:
+        datasets, epsilons, seeds = method.part_of(suite)
+        for dataset_name in datasets:
             dataset = registry.dataset(dataset_name)
             identity = dataset.identity or dataset.name
             if method.kind == "learner":
@@ -139,8 +140,8 @@ def expand(suite: Suite, registry: Registry) -> list[Cell]:
             if metric_names is None:
                 metric_names = default_metrics(registry, provided.spec, dataset)[0]
                 metric_keys = keyed(metric_names)
-            for epsilon in suite.epsilons:
-                for seed in suite.seeds:
+            for epsilon in epsilons:
+                for seed in seeds:
                     content = {
                         "harness": dpgym.__version__,
                         method.kind: [method.name, provided.spec.version, provided.package, params],

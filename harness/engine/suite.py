@@ -20,6 +20,11 @@ A suite file (``leaderboard/suites/NAME.toml``)::
     label = "independent-laplace"       # optional: tells two configurations apart
     params = { mechanism = "laplace" }
 
+    [[generators]]
+    name = "dp_hflow"
+    epsilons = [1.0]          # optional: a part of the suite's grid (datasets, epsilons, seeds),
+    datasets = ["adult"]      # for a method whose cells the run's budget cannot afford everywhere
+
     learners = ["nonprivate_lr", "dpsgd_lr"]   # optional: private learners (names or tables
                                                # like [[generators]]), run in the same grid
 
@@ -60,10 +65,35 @@ class MethodConfig:
     params: dict[str, Any] = field(default_factory=dict)
     label: str = ""
     kind: str = "generator"
+    # The part of the suite's grid the method runs on, where not all of it (None: the suite's own
+    # list). Not part of a cell's key: a cell is the same cell whichever part of a grid asked for it.
+    datasets: tuple[str, ...] | None = None
+    epsilons: tuple[float, ...] | None = None
+    seeds: tuple[int, ...] | None = None
 
     @property
     def display(self) -> str:
         return self.label or self.name
+
+    def part_of(self, suite: Suite) -> tuple[tuple[str, ...], tuple[float, ...], tuple[int, ...]]:
+        """The suite's datasets, epsilons and seeds this method runs on, in the suite's order."""
+        return tuple(tuple(v for v in getattr(suite, axis) if getattr(self, axis) is None or v in getattr(self, axis))
+                     for axis in AXES)  # type: ignore[return-value]
+
+    def restriction_dict(self) -> dict[str, list[Any]]:
+        """The restricted axes as a suite file writes them (`inf` as "inf")."""
+        raw = {axis: list(getattr(self, axis)) for axis in AXES if getattr(self, axis) is not None}
+        if "epsilons" in raw:
+            raw["epsilons"] = [e if math.isfinite(e) else "inf" for e in raw["epsilons"]]
+        return raw
+
+    def within(self, suite: Suite) -> MethodConfig:
+        """This method with its restriction cut to what `suite`'s grid holds (a narrowed run)."""
+        return replace(self, **{axis: tuple(v for v in getattr(self, axis) if v in getattr(suite, axis))
+                                for axis in AXES if getattr(self, axis) is not None})
+
+
+AXES = ("datasets", "epsilons", "seeds")
 
 
 EXECUTORS = ("serial", "processes", "dask")
@@ -212,7 +242,7 @@ class Suite:
     def to_dict(self) -> dict[str, Any]:
         return {
             "name": self.name,
-            "generators": [{"name": g.name, "label": g.label, "params": g.params} for g in self.generators],
+            "generators": [_config_dict(g) for g in self.generators],
             "datasets": list(self.datasets),
             "epsilons": [e if math.isfinite(e) else "inf" for e in self.epsilons],
             "delta": self.delta,
@@ -222,8 +252,7 @@ class Suite:
             **({"metric_options": {k: dict(v) for k, v in self.metric_options.items()}} if self.metric_options else {}),
             **({"headline": list(self.headline)} if self.headline else {}),
             **({"references": list(self.references)} if self.references else {}),
-            **({"learners": [{"name": g.name, "label": g.label, "params": g.params} for g in self.learners]}
-               if self.learners else {}),
+            **({"learners": [_config_dict(g) for g in self.learners]} if self.learners else {}),
         }
 
     @property
@@ -233,13 +262,41 @@ class Suite:
 
     @property
     def size(self) -> int:
-        """How many cells the grid holds: `dpgym.engine.grid.expand` makes one per method, dataset, ε and seed."""
-        return len(self.configs) * len(self.datasets) * len(self.epsilons) * len(self.seeds)
+        """How many cells the grid holds: `dpgym.engine.grid.expand` makes one per method and dataset, ε and
+        seed of its part of the grid."""
+        return sum(math.prod(len(axis) for axis in method.part_of(self)) for method in self.configs)
+
+    def narrowed(self, **axes: tuple[Any, ...]) -> Suite:
+        """The suite on fewer datasets, epsilons or seeds (a run's command-line narrowing): each method's
+        restriction cut to match, and a method left with no cell dropped."""
+        suite = replace(self, **axes)
+        kept = [m.within(suite) for m in self.configs]
+        kept = [m for m in kept if all(m.part_of(suite))]
+        return replace(suite, generators=tuple(m for m in kept if m.kind == "generator"),
+                       learners=tuple(m for m in kept if m.kind == "learner"))
+
+    def check_restrictions(self, where: str) -> None:
+        """A method's part of the grid must lie in the suite's grid: a dataset or ε listed for a method
+        alone would be a cell the suite does not name."""
+        for method in self.configs:
+            for axis in AXES:
+                restriction = getattr(method, axis)
+                if restriction is None:
+                    continue
+                outside = [v for v in restriction if v not in getattr(self, axis)]
+                if outside or not restriction:
+                    raise SuiteError(f"{where}: {method.kind} {method.display!r} lists {axis} {outside or '[]'}, "
+                                     f"which must be a non-empty part of the suite's {axis} "
+                                     f"{list(getattr(self, axis))}")
 
     def same_grid(self, other: dict[str, Any]) -> bool:
         """Whether `other` (a suite as `to_dict` writes it) asks for the same cells: the execution
         settings aside, which change where cells run, not what they compute."""
         return {**self.to_dict(), "settings": None} == {**other, "settings": None}
+
+
+def _config_dict(method: MethodConfig) -> dict[str, Any]:
+    return {"name": method.name, "label": method.label, "params": method.params, **method.restriction_dict()}
 
 
 def _is_int(value: Any) -> bool:
@@ -294,7 +351,7 @@ def suite_from_dict(raw: dict[str, Any], where: str) -> Suite:
         raise SuiteError(f"{where}: 'delta' must be a number, got {delta!r}")
     if not isinstance(raw.get("settings", {}), dict):
         raise SuiteError(f"{where}: 'settings' must be a table [settings], got {raw['settings']!r}")
-    return Suite(
+    suite = Suite(
         name=str(raw.get("name", where)),
         generators=_configs(raw, "generators", where),
         learners=_configs(raw, "learners", where),
@@ -309,6 +366,8 @@ def suite_from_dict(raw: dict[str, Any], where: str) -> Suite:
         headline=_names(raw, "headline", where),
         references=_names(raw, "references", where) or (),
     )
+    suite.check_restrictions(where)
+    return suite
 
 
 def _metric_options(raw: Any, metrics: list[str] | None, where: str) -> dict[str, dict[str, Any]]:
@@ -330,13 +389,17 @@ def _configs(raw: dict[str, Any], what: str, where: str) -> tuple[MethodConfig, 
             g = {"name": g}
         if not isinstance(g, dict) or not isinstance(g.get("name"), str) or not g["name"]:
             raise SuiteError(f"{where}: {what}[{i}] needs a 'name' (a string)")
-        extra = sorted(set(g) - {"name", "label", "params"})
+        extra = sorted(set(g) - {"name", "label", "params", *AXES})
         if extra:
             raise SuiteError(f"{where}: {what}[{i}] ({g['name']}) has unknown keys {extra}")
         if not isinstance(g.get("params", {}), dict) or not isinstance(g.get("label", ""), str):
             raise SuiteError(f"{where}: {what}[{i}] ({g['name']}): 'params' must be a table and 'label' a string")
-        configs.append(MethodConfig(g["name"], dict(g.get("params", {})), g.get("label", ""),
-                                       kind="learner" if what == "learners" else "generator"))
+        here = f"{where}: {what}[{i}] ({g['name']})"
+        configs.append(MethodConfig(
+            g["name"], dict(g.get("params", {})), g.get("label", ""), kind="learner" if what == "learners" else "generator",
+            datasets=_names(g, "datasets", here),
+            epsilons=tuple(parse_epsilon(e, here) for e in _list(g, "epsilons", here)) if "epsilons" in g else None,
+            seeds=parse_seeds(g["seeds"], here) if "seeds" in g else None))
     return tuple(configs)
 
 

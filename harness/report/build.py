@@ -234,7 +234,10 @@ def ranking_context(lb: Leaderboard, palette: dict[str, Any]) -> dict[str, Any]:
     context: dict[str, Any] = {"statement": ranking.statement, "generators": ranking.generators,
                                "groups": rank_groups(ranking.generators), "figure": None, "blocks": ranking.blocks,
                                "excluded": ranking.excluded, "flagged": ranking.flagged, "note": ranking_note(lb),
-                               "block_definition": ranking.block_definition}
+                               "block_definition": ranking.block_definition, "partial": ranking.partial,
+                               "by_dataset": None}
+    if lb.by_dataset.shape[1] > 1:
+        context["by_dataset"] = figures.ranks_by_dataset(lb.by_dataset)
     if ranking.posthoc:
         mean_ranks = pd.Series({e["generator"]: e["mean_rank"] for e in ranking.generators})
         pvalues = pd.DataFrame(ranking.posthoc["pvalues"]).loc[mean_ranks.index, mean_ranks.index]

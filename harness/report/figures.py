@@ -243,6 +243,21 @@ def critical_difference(mean_ranks: pd.Series, pvalues: pd.DataFrame, alpha: flo
     return to_data_uri(fig, tight=True)
 
 
+def ranks_by_dataset(ranks: pd.DataFrame) -> str:
+    """Generators × datasets, each cell the generator's relative rank there (0 = best, 1 = worst),
+    annotated, so a reader sees where each method wins and where it loses; blank where it did not run."""
+    fig, ax = plt.subplots(figsize=(1.6 + 0.75 * ranks.shape[1], 0.8 + 0.4 * ranks.shape[0]))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", PendingDeprecationWarning)  # as in kendall_heatmaps
+        sns.heatmap(ranks, ax=ax, vmin=0, vmax=1, cmap="viridis_r", annot=True, fmt=".2f", annot_kws={"size": 7},
+                    cbar_kws={"label": "relative rank (0 = best)"}, linewidths=0.5)
+    ax.set_xlabel("")
+    ax.set_ylabel("")
+    ax.tick_params(length=0)
+    plt.setp(ax.get_xticklabels(), rotation=35, ha="right")
+    return to_data_uri(fig, tight=True)
+
+
 def learner_auc(rows: pd.DataFrame, draws: dict[str, dict[float, list[float]]], nonprivate: float,
                 palette: dict[str, tuple[float, float, float]]) -> str | None:
     """Private learners' test AUC versus ε: left, every learner's median over seeds, with the best

@@ -78,6 +78,11 @@ ALPHA = 0.05
 BOOTSTRAP_RESAMPLES = 2000
 BOOTSTRAP_SEED = 10  # any fixed value makes the intervals reproducible; changing it moves them
 BASELINE = "uniform"  # SDGym's reference for charging failures: reads no rows, costs ε = 0
+# A generator run on part of a suite's grid (a deep generator at one ε, say) joins the overall ranking
+# only when it covers at least this share of the blocks: the ranking keeps the blocks every ranked
+# generator has, so one covering a third of them would shrink the evidence for all the others to that
+# third. Below it, the generator is ranked per dataset only (`ranks_by_dataset`).
+MIN_COVERAGE = 0.5
 UNDER_SPENT = 0.9  # a row spending less than this share of its ε is marked under_spent
 NOT_FAILURES = ("ok", "unavailable")  # unavailable = the dataset was missing: nobody's fault, not charged
 ARROWS = {Direction.HIGHER: "↑", Direction.LOWER: "↓"}
@@ -342,6 +347,7 @@ class Ranking:
     alpha: float = ALPHA
     ranked: list[str] = field(default_factory=list)  # the values whose blocks it ranks, one per family
     excluded: list[str] = field(default_factory=list)  # generators missing from some block
+    partial: list[str] = field(default_factory=list)  # generators left out for covering too few blocks
     flagged: list[str] = field(default_factory=list)  # generators left out by the privacy check
     datasets: int = 0  # how many datasets the blocks come from
 
@@ -424,14 +430,20 @@ def overall_ranking(board: pd.DataFrame, directions: dict[str, Direction], ranke
     board = board[~board.generator.isin(flagged)]
     everyone = sorted(board.generator.unique())
     table = _block_table(board, directions, ranked)
+    coverage = table.notna().mean() if len(table) else pd.Series(dtype=float)
+    partial = sorted(coverage.index[coverage < MIN_COVERAGE])
+    table = table.drop(columns=partial)
     complete = table.dropna(axis=0) if len(table) else table
-    excluded = sorted(set(everyone) - set(complete.columns))
+    excluded = sorted(set(everyone) - set(complete.columns) - set(partial))
     k, n = complete.shape[1], complete.shape[0]
-    flagged_note = (f" Left out by the privacy check: {', '.join(flagged)}." if flagged else "")
+    left_out_note = (f" Left out by the privacy check: {', '.join(flagged)}." if flagged else "")
+    if partial:
+        left_out_note = (f" Left out as they cover fewer than {MIN_COVERAGE:.0%} of the blocks (the suite runs them "
+                         f"on part of its grid): {', '.join(partial)}.") + left_out_note
     if k < 2 or n < 1:
         return Ranking(n, [{"generator": g, "mean_rank": math.nan, "rank": math.nan} for g in everyone],
                        "No overall ranking: the run has no ranked values shared by two or more generators."
-                       + flagged_note, ranked=ranked, excluded=excluded, flagged=flagged)
+                       + left_out_note, ranked=ranked, excluded=excluded, flagged=flagged, partial=partial)
     mean_ranks = complete.rank(axis=1, method="average").mean().sort_values()
     entries = [{"generator": g, "mean_rank": float(r)} for g, r in mean_ranks.items()]
     if k < 3 or n < 2:
@@ -440,7 +452,7 @@ def overall_ranking(board: pd.DataFrame, directions: dict[str, Direction], ranke
         return Ranking(n, entries, (
             f"Mean ranks over {n} block(s) only: a Friedman test needs at least three generators and two blocks, "
             "so no generator is shown to be better than another.") + budget_statement(board, list(complete.columns))
-            + flagged_note, ranked=ranked, excluded=excluded, flagged=flagged)
+            + left_out_note, ranked=ranked, excluded=excluded, flagged=flagged, partial=partial)
     datasets = complete.index.get_level_values("dataset").nunique()
     chi2, p = stats.friedmanchisquare(*(complete[c].to_numpy() for c in complete.columns))
     pvalues = scikit_posthocs.posthoc_nemenyi_friedman(complete.to_numpy())
@@ -455,9 +467,28 @@ def overall_ranking(board: pd.DataFrame, directions: dict[str, Direction], ranke
         posthoc={"method": "Nemenyi (after Friedman)", "package": f"scikit-posthocs {version('scikit-posthocs')}",
                  "pvalues": {a: {b: float(pvalues.loc[a, b]) for b in pvalues.columns} for a in pvalues.index}},
         critical_difference=cd, alpha=alpha, ranked=ranked, excluded=excluded, flagged=flagged,
-        datasets=datasets)
-    ranking.statement = _statement(ranking, differ) + budget_statement(board, list(complete.columns)) + flagged_note
+        partial=partial, datasets=datasets)
+    ranking.statement = _statement(ranking, differ) + budget_statement(board, list(complete.columns)) + left_out_note
     return ranking
+
+
+def ranks_by_dataset(board: pd.DataFrame, directions: dict[str, Direction], ranked: Sequence[str]) -> pd.DataFrame:
+    """Each generator's rank on each dataset (generators × datasets, best first), for seeing where a
+    method wins and where it loses: per block, (rank − 1) / (generators in the block − 1), so 0 is the
+    best and 1 the worst whatever the number of generators that ran there, averaged over the dataset's
+    blocks (each ranked value at each ε). Unlike the overall ranking, a generator run on part of the
+    grid is ranked wherever it ran; generators flagged by the privacy check and private learners are not."""
+    keep = board.task != "private_learning"
+    if "privacy_check" in board:
+        keep &= board.privacy_check == ""
+    table = _block_table(board[keep], directions, [m for m in ranked if m in directions])
+    if table.empty:
+        return pd.DataFrame()
+    present = table.notna().sum(axis=1)
+    table = table[present > 1]
+    relative = table.rank(axis=1, method="average").sub(1).div(present[present > 1] - 1, axis=0)
+    by_dataset = relative.groupby(level="dataset", sort=False).mean().T
+    return by_dataset.loc[by_dataset.mean(axis=1).sort_values().index]
 
 
 def rank_groups(entries: list[dict[str, Any]]) -> list[tuple[float, list[str]]]:
@@ -499,6 +530,8 @@ class Leaderboard:
     # run directory that match no row (`match_audits`).
     audits: dict[tuple[str, str, float, float], dict[str, Any]] = field(default_factory=dict)
     unmatched_audits: list[dict[str, Any]] = field(default_factory=list)
+    # Each generator's relative rank on each dataset (`ranks_by_dataset`): generators × datasets.
+    by_dataset: pd.DataFrame = field(default_factory=pd.DataFrame)
 
     @property
     def metrics(self) -> list[str]:
@@ -584,6 +617,7 @@ def build_leaderboard(store: RunStore, results: list[CellRecord], manifest: dict
         board = with_audits(board, matched)
     board["privacy_check"] = privacy_flags(board)
     ranking = overall_ranking(board, directions, ranked)  # before ordering drops the rows' task
+    by_dataset = ranks_by_dataset(board, directions, ranking.ranked)
     metrics = [c.removeprefix("metric:") for c in cells.columns if c.startswith("metric:")]
     return Leaderboard(_ordered(board, metrics), cells, ranking, directions, time_limit, per_dataset, matched,
-                       unmatched)
+                       unmatched, by_dataset)

@@ -378,3 +378,62 @@ def test_every_shipped_suite_loads_and_expands(path):
     """A typo in a suite file (a bad TOML line, an unknown parameter) fails here, not hours into a run."""
     suite = load_suite(str(path))
     assert expand(suite, Registry.discover())
+
+
+PART_OF_GRID = """
+name = "part"
+datasets = ["adult", "census"]
+epsilons = [0.5, 1.0, 4.0]
+seeds = 2
+metrics = ["fidelity"]
+
+[[generators]]
+name = "uniform"
+
+[[generators]]
+name = "independent"
+datasets = ["census"]
+epsilons = [1.0, "inf"]
+seeds = [1]
+"""
+
+
+def test_a_generator_restricted_to_part_of_the_grid_gets_only_those_cells(registry, tmp_path):
+    path = tmp_path / "part.toml"
+    path.write_text(PART_OF_GRID.replace('"inf"', "4.0"))
+    suite = load_suite(str(path))
+    cells = expand(suite, registry)
+    restricted = [(c.dataset, c.epsilon, c.seed) for c in cells if c.method.name == "independent"]
+    assert restricted == [("census", 1.0, 1), ("census", 4.0, 1)]
+    assert sum(c.method.name == "uniform" for c in cells) == 2 * 3 * 2
+    assert suite.size == len(cells) == 14
+    # The restriction is not part of a cell's key: the same cell, asked for by a whole grid, is reused.
+    whole = Suite("whole", (MethodConfig("independent"),), ("census",), (1.0,), (1,), 1e-5, metrics=("fidelity",))
+    assert {c.key for c in cells if c.method.name == "independent" and c.epsilon == 1.0} == \
+        {c.key for c in expand(whole, registry)}
+
+
+def test_a_restriction_outside_the_suites_grid_is_refused_naming_the_generator(tmp_path):
+    path = tmp_path / "part.toml"
+    path.write_text(PART_OF_GRID)  # ε = inf is not among the suite's epsilons
+    with pytest.raises(SuiteError, match=r"generator 'independent' lists epsilons \[inf\].*suite's epsilons"):
+        load_suite(str(path))
+    path.write_text(PART_OF_GRID.replace('epsilons = [1.0, "inf"]', "epsilons = []"))
+    with pytest.raises(SuiteError, match="must be a non-empty part"):
+        load_suite(str(path))
+
+
+def test_narrowing_a_suite_cuts_each_restriction_and_survives_the_manifest(registry, tmp_path):
+    from dpgym.engine.suite import suite_from_dict
+
+    path = tmp_path / "part.toml"
+    path.write_text(PART_OF_GRID.replace('"inf"', "4.0"))
+    suite = load_suite(str(path))
+    narrowed = suite.narrowed(epsilons=(0.5, 1.0))
+    assert [g.name for g in narrowed.generators] == ["uniform", "independent"]
+    assert narrowed.generators[1].epsilons == (1.0,)
+    # Read back as a resumed run reads its run.json: the same grid, the restriction within it.
+    again = suite_from_dict(narrowed.to_dict(), "run.json")
+    assert again.same_grid(narrowed.to_dict()) and again.size == narrowed.size == 2 * 2 * 2 + 1
+    # A generator left with no cell leaves the grid rather than holding an empty part of it.
+    assert [g.name for g in suite.narrowed(epsilons=(0.5,)).generators] == ["uniform"]

@@ -346,3 +346,27 @@ def test_the_terminal_cuts_a_long_label_and_marks_a_flagged_row(tmp_path):
     text = console.file.getvalue()
     assert "dp_hflow-per-layer-clip…" in text and "(flagged)" in text and label not in text
     assert label in to_markdown(lb)
+
+
+def test_a_generator_run_on_part_of_the_grid_is_ranked_by_dataset_not_overall(tmp_path):
+    rows = []
+    for dataset in ("adult", "census", "wage"):
+        for epsilon in (0.5, 1.0, 4.0):
+            for seed in range(2):
+                rows += [result("good", seed, scores(0.9, 0.1), dataset=dataset, epsilon=epsilon),
+                         result("fair", seed, scores(0.7 if dataset != "wage" else 0.95, 0.3), dataset=dataset,
+                                epsilon=epsilon),
+                         result("uniform", seed, scores(0.5, 0.5), dataset=dataset, epsilon=epsilon)]
+                if epsilon == 1.0:  # a third of the blocks
+                    rows.append(result("deep", seed, scores(0.8, 0.2), dataset=dataset, epsilon=epsilon))
+    lb = leaderboard_of(write_run(tmp_path, rows), DIRECTIONS)
+    assert lb.ranking.partial == ["deep"] and lb.ranking.blocks == 3 * 3 * 2
+    assert [e["generator"] for e in lb.ranking.generators] == ["good", "fair", "uniform"]
+    assert "cover fewer than 50% of the blocks (the suite runs them on part of its grid): deep" in lb.ranking.statement
+    ranks = lb.by_dataset
+    assert list(ranks.columns) == ["adult", "census", "wage"]
+    assert list(ranks.index) == ["good", "deep", "fair", "uniform"]  # by mean, each over where it ran
+    assert ranks.loc["good", "adult"] == 0.0 and ranks.loc["uniform", "adult"] == 1.0
+    # On wage "fair" wins AUROC: 0 there; on tvd third of four at ε = 1 (2/3), second of three elsewhere (1/2).
+    assert ranks.loc["fair", "wage"] == pytest.approx((0 + 0 + 0 + 0.5 + 2 / 3 + 0.5) / 6)
+    assert ranks.loc["deep", "adult"] == pytest.approx(1 / 3)  # second of four, at ε = 1 only

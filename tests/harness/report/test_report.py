@@ -294,3 +294,19 @@ def test_a_suite_naming_references_gets_each_comparison_in_the_report_linked_fro
     assert "0 reproduced, 1 better, 0 worse, 1 not run; claims: 1 reproduced, 0 not reproduced, 0 not run" in section
     assert [status for status, _ in rows[2:]] == ["reproduced"] and "real below uniform" in rows[2][1]
     assert "Claims the paper states in words" in section
+
+
+def test_the_ranking_shows_each_generators_rank_per_dataset_when_a_run_spans_several(tmp_path):
+    from dpgym.report import figures
+    from dpgym.report.build import ranking_context
+    from dpgym.specs import Direction
+
+    directions = {"auroc": Direction.HIGHER}
+    rows = [result(g, s, {"auroc": v + 0.01 * s}, dataset=d)
+            for d in ("adult", "wage") for s in (0, 1) for g, v in (("a", 0.9), ("b", 0.7), ("c", 0.5))]
+    rows += [result("deep", s, {"auroc": 0.8}, dataset="adult", epsilon=1.0) for s in (0, 1)]
+    lb = leaderboard_of(write_run(tmp_path / "two", rows), directions)
+    context = ranking_context(lb, figures.generator_palette(sorted(lb.board.generator.unique())))
+    assert context["by_dataset"].startswith("data:image/png;base64,")
+    one = leaderboard_of(write_run(tmp_path / "one", [r for r in rows if r["cell"]["dataset"] == "adult"]), directions)
+    assert ranking_context(one, {g: (0, 0, 0) for g in "abc"} | {"deep": (0, 0, 0)})["by_dataset"] is None
