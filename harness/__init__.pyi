@@ -13,6 +13,7 @@ from .data.datafiles import (
 )
 from .data.encoding import TableEncoder, levels, missing_rows
 from .data.inference import PARQUET_SUFFIXES, UnreviewedSchemaWarning, read_table
+from .data.splits import SplitError, split_rows
 from .hookspecs import DPGYM_API_VERSION, hookimpl
 from .privacy.budget import Budget, Guarantee
 from .privacy.events import (

@@ -206,13 +206,16 @@ def cmd_list(registry: Registry, console: Console) -> None:
     show(mets)
 
 
-def check_run(run: Run, err: Console, retry_failed: bool) -> None:
+def check_run(run: Run, err: Console, retry_failed: bool, build: bool = True) -> None:
     """What a run checks before its first cell, a dry run too: the grid (names, hyper-parameters'
-    names and types, checked when it was expanded; the runner builds each plugin before its first cell,
-    which checks their values) and every dataset with a cell still to run, loaded once against its
-    schema (a finished run resumed loads none). Warnings (an unreviewed schema) print once."""
+    names and types, checked when it was expanded), every dataset with a cell still to run, loaded once
+    against its schema (a finished run resumed loads none), and unless `build` is False (a dry run,
+    which imports no model code) each plugin with a cell to run built once, which checks its
+    hyper-parameters' values. Warnings (an unreviewed schema) and notes print after every check."""
     stored = run.stored()
     pending = [cell for cell in run.cells if runs_again(stored[cell.key], retry_failed)]
+    if build:
+        check_builds(pending, run.registry)
     datasets = {cell.dataset for cell in pending}
     suite = run.suite
     dataset_warnings = check_datasets(replace(suite, datasets=tuple(d for d in suite.datasets if d in datasets)),
@@ -467,7 +470,7 @@ def execute(args: argparse.Namespace) -> int:
         if args.command == "list":
             cmd_list(registry, console)
         elif run is not None:
-            check_run(run, err, args.retry_failed)
+            check_run(run, err, args.retry_failed, build=not args.dry_run)
             (cmd_plan if args.dry_run else cmd_run)(args, run, console)
         elif args.command == "leaderboard":
             show_leaderboard(Run.open(RunStore(args.run_dir), registry), console)
