@@ -1,4 +1,5 @@
-# The plugin contract, each name once; `dpgym/__init__.py` loads them lazily from here.
+# The Python API and the plugin contract, each name once; `dpgym/__init__.py` loads them lazily from here.
+from .api import Results, open, run, score
 from .audit.learners import Finding
 from .audit.statistics import clopper_pearson
 from .data.cache import computed_once, digest

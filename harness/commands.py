@@ -264,7 +264,6 @@ def likely_finished(store: RunStore, manifest: dict[str, Any] | None, suite: Sui
 
 
 def cmd_run(args: argparse.Namespace, run: Run, console: Console) -> None:
-    from dpgym.report import write_report
     from dpgym.engine.runner import run_grid
 
     summary = run_grid(run, retry_failed=args.retry_failed, show_progress=not args.no_progress)
@@ -279,9 +278,33 @@ def cmd_run(args: argparse.Namespace, run: Run, console: Console) -> None:
         console.print(f"nothing new since the last run: {run.store.leaderboard_path('md')} and "
                       f"{run.store.report_path} are current", markup=False, soft_wrap=True)
         return
+    write_outputs(run, console)
+
+
+def write_outputs(run: Run, console: Console) -> None:
+    """The run's leaderboard files (printed in short) and report, and the stamp saying what they were built from."""
+    from dpgym.report import write_report
+
     show_leaderboard(run, console)
     console.print(f"report: {write_report(run)}")
-    write_json_atomic(run.store.outputs_stamp, stamp)
+    write_json_atomic(run.store.outputs_stamp, run.outputs_stamp())
+
+
+def cmd_score(args: argparse.Namespace, registry: Registry, console: Console) -> None:
+    """Score synthetic rows made elsewhere into a run directory (`dpgym.engine.scoring`), then rebuild its
+    leaderboard and report, where they sit beside the run's generators."""
+    from dpgym.engine.scoring import score_rows
+
+    store = RunStore(args.out)
+    if not store.manifest_path.is_file():
+        raise InputError(f"--out {args.out}: not a run directory (no run.json); score rows into a directory a suite "
+                         f"has run into (dpgym run ... --out {args.out}), to compare them with its generators")
+    epsilon = parse_epsilon(args.epsilon, "--epsilon") if args.epsilon is not None else None
+    record = score_rows(store, registry, args.dataset, args.synthetic, args.label, epsilon, args.seed,
+                        _listed(args, "metrics"))
+    console.print(f"scored {args.synthetic} as {args.label!r} on {args.dataset} (guarantee {record.method.guarantee}): "
+                  f"{len(record.metrics or {})} metric values", markup=False, soft_wrap=True)
+    write_outputs(Run.open(store, registry), console)
 
 
 def cmd_plan(args: argparse.Namespace, run: Run, console: Console) -> None:
@@ -478,6 +501,8 @@ def execute(args: argparse.Namespace) -> int:
             from dpgym.report import write_report
 
             console.print(f"report: {write_report(Run.open(RunStore(args.run_dir), registry), args.out)}")
+        elif args.command == "score":
+            cmd_score(args, registry, console)
         elif args.command == "schema":
             cmd_schema_infer(args, console)
         elif args.command == "audit":

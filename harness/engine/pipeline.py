@@ -60,7 +60,8 @@ class Run:
 
     @cached_property
     def keys(self) -> set[str]:
-        return {cell.key for cell in self.cells}
+        """The keys of the suite's cells and of the rows scored into the run directory (`dpgym score`)."""
+        return {cell.key for cell in self.cells} | set(self.store.scored())
 
     def stored(self) -> dict[str, CellRecord | None]:
         """Each cell's record as the run directory held it when the run began (None: not run yet)."""

@@ -79,6 +79,7 @@ BOOTSTRAP_RESAMPLES = 2000
 BOOTSTRAP_SEED = 10  # any fixed value makes the intervals reproducible; changing it moves them
 BASELINE = "uniform"  # SDGym's reference for charging failures: reads no rows, costs ε = 0
 UNDER_SPENT = 0.9  # a row spending less than this share of its ε is marked under_spent
+SCORED = "scored"  # the method kind of synthetic rows made elsewhere (`dpgym score`): shown, never ranked
 NOT_FAILURES = ("ok", "unavailable")  # unavailable = the dataset was missing: nobody's fault, not charged
 ARROWS = {Direction.HIGHER: "↑", Direction.LOWER: "↓"}
 # A row copies training rows when the share of its synthetic rows that match a training row (among as
@@ -139,6 +140,7 @@ def cell_rows(results: list[CellRecord]) -> pd.DataFrame:
         rows.append({
             "generator": cell.method,
             "plugin": r.method.name,
+            "scored": r.method.kind == SCORED,
             "task": r.task,
             "dataset": cell.dataset,
             "epsilon": cell.epsilon,
@@ -262,7 +264,7 @@ def aggregate(cells: pd.DataFrame, directions: dict[str, Direction]) -> pd.DataF
             # may flatter the generator, so the row is not ranked on it.
             incomplete[m].append(bool(values.notna().any() and values.isna().any()))
         row: dict[str, Any] = dict(zip(GROUP, key))
-        row.update(task=group.task.iloc[0], n_seeds=len(ok), failures=int(group.charged.sum()),
+        row.update(task=group.task.iloc[0], scored=bool(group.scored.all()), n_seeds=len(ok), failures=int(group.charged.sum()),
                    fit_seconds_mean=scored.fit_seconds.mean())
         for m in metrics:
             where = interval_key(row["generator"], row["dataset"], row["epsilon"], row["delta"], m)
@@ -291,7 +293,7 @@ def aggregate(cells: pd.DataFrame, directions: dict[str, Direction]) -> pd.DataF
         if m not in directions:  # no declared direction (e.g. a value of an older dpgym): nothing to rank by
             continue
         higher = directions[m] is Direction.HIGHER
-        for _, part in board.groupby(["dataset", "epsilon"]):
+        for _, part in board[~board.scored].groupby(["dataset", "epsilon"]):  # scored rows: no verified ε
             board.loc[part.index, f"{m}_rank"] = ci_rank(part, m, higher)
         board.loc[board.index[incomplete[m]], f"{m}_rank"] = math.nan
     return board
@@ -413,6 +415,12 @@ def overall_ranking(board: pd.DataFrame, directions: dict[str, Direction], ranke
     learners are compared in a section of their own. Generators with a row flagged by the privacy
     check (`privacy_check`) are left out."""
     ranked = [m for m in ranked if m in directions and m in metric_names(board)]
+    if "scored" in board and board.scored.any():
+        ranking = overall_ranking(board[~board.scored], directions, ranked, alpha)
+        ranking.excluded = sorted(set(ranking.excluded) | set(board.generator[board.scored]))
+        ranking.statement += (f" Scored rows ({', '.join(sorted(set(board.generator[board.scored])))}) are shown, not "
+                              "ranked: made elsewhere, their ε is claimed, not verified by a ledger.")
+        return ranking
     learners = board.task == "private_learning"
     if learners.any() and not learners.all():
         ranking = overall_ranking(board[~learners], directions, ranked, alpha)
@@ -503,6 +511,22 @@ class Leaderboard:
     @property
     def metrics(self) -> list[str]:
         return metric_names(self.board)
+
+    @property
+    def scored(self) -> list[str]:
+        """The labels of synthetic rows made elsewhere (`dpgym score`): shown beside the generators, not ranked."""
+        return sorted(set(self.cells.generator[self.cells.scored])) if len(self.cells) else []
+
+    def scored_note(self) -> str:
+        """What a reader must know of the scored rows: their claim is unverified, so they are not ranked."""
+        if not self.scored:
+            return ""
+        rows = self.board[self.board.generator.isin(self.scored)]
+        listed = "; ".join(f"{r.generator} on {r.dataset} at ε = {r.epsilon:g} (guarantee {r.guarantee})"
+                           for r in rows.itertuples())
+        return (f"Scored rows, shown and not ranked: {listed}. Their synthetic rows were made elsewhere and scored by "
+                "`dpgym score`: no ledger records how they were made, so any ε stated for them is a claim dpgym has "
+                "not verified (guarantee nominal; none when no ε was stated).")
 
     def failures(self) -> pd.DataFrame:
         return self.cells[self.cells.charged][["generator", "dataset", "epsilon", "seed", "status", "error",
