@@ -419,7 +419,7 @@ def overall_ranking(board: pd.DataFrame, directions: dict[str, Direction], ranke
         ranking = overall_ranking(board[~board.scored], directions, ranked, alpha)
         ranking.excluded = sorted(set(ranking.excluded) | set(board.generator[board.scored]))
         ranking.statement += (f" Scored rows ({', '.join(sorted(set(board.generator[board.scored])))}) are shown, not "
-                              "ranked: made elsewhere, their ε is claimed, not verified by a ledger.")
+                              "ranked: made elsewhere, no ledger verifies their ε.")
         return ranking
     learners = board.task == "private_learning"
     if learners.any() and not learners.all():
