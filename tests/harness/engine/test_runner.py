@@ -378,3 +378,25 @@ def test_every_shipped_suite_loads_and_expands(path):
     """A typo in a suite file (a bad TOML line, an unknown parameter) fails here, not hours into a run."""
     suite = load_suite(str(path))
     assert expand(suite, Registry.discover())
+
+
+def test_in_jupyter_the_progress_is_one_output_updated_in_place(registry, tmp_path, monkeypatch):
+    import sys
+    import types
+
+    from dpgym.engine.runner import run_suite
+
+    shown: list[str] = []
+
+    class Handle:
+        def update(self, data, raw):
+            shown.append(data["text/plain"])
+
+    display = types.ModuleType("IPython.display")
+    display.display = lambda *args, **kwargs: Handle()
+    monkeypatch.setitem(sys.modules, "IPython", types.ModuleType("IPython"))
+    monkeypatch.setitem(sys.modules, "IPython.display", display)
+    monkeypatch.setattr("rich.console._is_jupyter", lambda: True)
+    run_suite(grid("uniform", "independent", seeds=(0,)), RunStore(tmp_path / "out"), registry,
+              settings=Settings(executor="serial"))
+    assert len(shown) == 2 and shown[-1].startswith("[2/2] ok: ") and shown[-1].endswith("ok 2 · failed 0")
