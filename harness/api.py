@@ -58,14 +58,12 @@ def _settings(overrides: Mapping[str, Any] | Sequence[str] | None) -> list[str]:
     return [str(item) for item in overrides]
 
 
-def _command(name: str, **given: Any) -> argparse.Namespace:
-    """The parsed arguments of `dpgym NAME` with its defaults, then `given` in their place."""
+def _command(argv: list[str], **given: Any) -> argparse.Namespace:
+    """The command line `argv` (a command and its required options) parsed as `dpgym` parses it, every
+    other option at its default, then `given` in their place."""
     from dpgym.cli import build_parser
 
-    parser = build_parser()
-    subcommand = parser._subparsers._group_actions[0].choices[name]  # noqa: SLF001 (argparse keeps them there)
-    args = argparse.Namespace(command=name, **{action.dest: action.default for action in subcommand._actions
-                                               if action.dest != "help"})
+    args = build_parser().parse_args(argv)
     for key, value in given.items():
         setattr(args, key, value)
     return args
@@ -91,7 +89,7 @@ def run(suite: str | None = None, *, generators: Sequence[str] | str | None = No
     guards its top level with ``if __name__ == "__main__":``."""
     from dpgym.commands import check_run, cmd_run, prepare_run
 
-    args = _command("run", suite=suite, generators=_option(generators), learners=_option(learners),
+    args = _command(["run", f"--out={out}"], suite=suite, generators=_option(generators), learners=_option(learners),
                     datasets=_option(datasets), epsilons=_option(epsilons, _epsilon), seeds=seeds, delta=delta,
                     metrics=_option(metrics), set=_settings(set), out=Path(out), retry_failed=retry_failed,
                     no_progress=not progress, executor=executor, workers=workers,
@@ -116,7 +114,7 @@ def score(*, dataset: str, synthetic: str | Path, label: str, out: str | Path, e
     no ledger, so the row is shown and never ranked. Bad rows raise before anything is written."""
     from dpgym.commands import cmd_score
 
-    args = _command("score", dataset=dataset, synthetic=Path(synthetic), label=label, out=Path(out),
+    args = _command(["score", f"--dataset={dataset}", f"--synthetic={synthetic}", f"--label={label}", f"--out={out}"],
                     epsilon=None if epsilon is None else _epsilon(epsilon), seed=seed, metrics=_option(metrics))
     console, _ = _consoles()
     cmd_score(args, Registry.discover(), console)
