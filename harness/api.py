@@ -195,9 +195,21 @@ class Results:
         return f"Results({str(self.path)!r}: {len(cells)} cells, {counts})"
 
     def _repr_html_(self) -> str:
+        """In Jupyter: one row per generator, dataset and ε, one column per metric value (its mean, 95%
+        interval and rank), then the ranking's statement."""
         from html import escape
 
-        board = self.leaderboard[["generator", "dataset", "epsilon", "metric", "direction", "mean", "ci_low",
-                                  "ci_high", "rank", "guarantee"]]
-        return (f"<p><b>{escape(repr(self))}</b></p>{board.to_html(index=False, float_format=lambda v: f'{v:.4g}')}"
+        board = self.leaderboard
+        arrows = {"higher": " ↑", "lower": " ↓"}
+
+        def shown(row: pd.Series) -> str:
+            text = f"{row['mean']:.4g}"
+            if pd.notna(row.ci_low):
+                text += f" [{row.ci_low:.4g}, {row.ci_high:.4g}]"
+            return text + (f" #{row['rank']:g}" if pd.notna(row["rank"]) else "")
+
+        table = (board.assign(value=board.apply(shown, axis=1), metric=board.metric + board.direction.map(arrows)
+                              .fillna(""))
+                 .pivot(index=["generator", "dataset", "epsilon", "guarantee"], columns="metric", values="value"))
+        return (f"<p><b>{escape(repr(self))}</b></p>{table.to_html()}"
                 f"<p>{escape(self.ranking.attrs['statement'])}</p>")

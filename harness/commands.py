@@ -260,7 +260,8 @@ def likely_finished(store: RunStore, manifest: dict[str, Any] | None, suite: Sui
     start of worker processes; the run itself decides."""
     if manifest is None or not suite.same_grid(manifest["suite"]):
         return False
-    return sum(1 for _ in store.cells.glob("*/" + store.result_path("").name)) >= suite.size
+    results = sum(1 for _ in store.cells.glob("*/" + store.result_path("").name))
+    return results - len(store.scored()) >= suite.size  # scored rows (`dpgym score`) are no cell of the suite
 
 
 def cmd_run(args: argparse.Namespace, run: Run, console: Console) -> None:
