@@ -31,11 +31,10 @@ from dpgym.engine.preflight import InputError
 from dpgym.engine.suite import MethodConfig
 from dpgym.privacy.budget import Guarantee
 from dpgym.registry import Registry
-from dpgym.results.records import CellRecord, DatasetRecord, MethodRecord, Status
+from dpgym.results.records import SCORED, CellRecord, DatasetRecord, MethodRecord, Status
 from dpgym.results.store import RunStore
 from dpgym.specs import MetricContext
 
-SCORED = "scored"  # the method kind of scored rows, in their result.json
 DELIMITERS = {";": "semicolons", "\t": "tabs", "|": "vertical bars"}
 
 
@@ -102,7 +101,8 @@ def score_rows(store: RunStore, registry: Registry, dataset: str, path: Path, la
     guarantee = Guarantee.NOMINAL if epsilon is not None else Guarantee.NONE
     record = CellRecord(
         task="synthetic_data", cell=cell.info(),
-        method=MethodRecord(SCORED, SCORED, label, "", "external", str(guarantee), {"file": path.name, "sha256": digest},
+        method=MethodRecord(SCORED, SCORED, label, "", "external", str(guarantee),
+                            {"file": path.name, "sha256": digest},
                             guarantee_reason="synthetic rows made elsewhere, scored by `dpgym score`: "
                                              + ("the ε stated for them is claimed, not verified (no ledger)"
                                                 if epsilon is not None else "no ε was stated")),

@@ -68,7 +68,7 @@ from scipy import stats
 from dpgym.audit import learners
 from dpgym.audit.matching import match_audits
 from dpgym.registry import Registry
-from dpgym.results.records import CellRecord
+from dpgym.results.records import SCORED, CellRecord
 from dpgym.results.store import RunStore
 from dpgym.specs import Direction
 
@@ -79,7 +79,6 @@ BOOTSTRAP_RESAMPLES = 2000
 BOOTSTRAP_SEED = 10  # any fixed value makes the intervals reproducible; changing it moves them
 BASELINE = "uniform"  # SDGym's reference for charging failures: reads no rows, costs ε = 0
 UNDER_SPENT = 0.9  # a row spending less than this share of its ε is marked under_spent
-SCORED = "scored"  # the method kind of synthetic rows made elsewhere (`dpgym score`): shown, never ranked
 NOT_FAILURES = ("ok", "unavailable")  # unavailable = the dataset was missing: nobody's fault, not charged
 ARROWS = {Direction.HIGHER: "↑", Direction.LOWER: "↓"}
 # A row copies training rows when the share of its synthetic rows that match a training row (among as
@@ -264,8 +263,8 @@ def aggregate(cells: pd.DataFrame, directions: dict[str, Direction]) -> pd.DataF
             # may flatter the generator, so the row is not ranked on it.
             incomplete[m].append(bool(values.notna().any() and values.isna().any()))
         row: dict[str, Any] = dict(zip(GROUP, key))
-        row.update(task=group.task.iloc[0], scored=bool(group.scored.all()), n_seeds=len(ok), failures=int(group.charged.sum()),
-                   fit_seconds_mean=scored.fit_seconds.mean())
+        row.update(task=group.task.iloc[0], scored=bool(group.scored.all()), n_seeds=len(ok),
+                   failures=int(group.charged.sum()), fit_seconds_mean=scored.fit_seconds.mean())
         for m in metrics:
             where = interval_key(row["generator"], row["dataset"], row["epsilon"], row["delta"], m)
             mean, std, low, high = mean_and_interval(scored[f"metric:{m}"], where)
