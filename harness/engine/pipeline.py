@@ -77,8 +77,9 @@ class Run:
 
     def recorded(self, records: list[CellRecord]) -> None:
         """The records of every cell once the run has ended, those it wrote and those it found: its
-        results, without reading them back."""
-        self._results = sorted(records, key=lambda r: r.key)
+        results, without reading them back, with the rows scored into its directory (`dpgym score`)."""
+        scored = [record for key in self.store.scored() if (record := self.store.finished(key)) is not None]
+        self._results = sorted([*records, *scored], key=lambda r: r.key)
         self._leaderboard = None
 
     def leaderboard(self) -> Leaderboard:

@@ -121,3 +121,14 @@ def test_python_raises_the_clis_errors(tmp_path):
     with pytest.raises(InputError, match="not a run directory"):
         dpgym.score(dataset="adult", synthetic=tmp_path / "rows.csv", label="x", out=tmp_path / "nothing")
     assert not (tmp_path / "run").exists()
+
+
+def test_a_run_resumed_after_scoring_keeps_the_scored_rows_and_warns_of_nothing(finished, capsys):
+    results, rows = finished
+    dpgym.score(dataset="adult", synthetic=rows, label="vendor-r", out=results.path)
+    capsys.readouterr()
+    again = dpgym.run(generators=["independent"], datasets=["adult"], epsilons=[1], seeds=1, metrics=METRICS,
+                      out=results.path, executor="serial", progress=False)
+    out = capsys.readouterr().out
+    assert "1 cells: 0 ran ok, 1 already done" in out and "not part of this suite" not in out, out
+    assert "vendor-r" in set(again.cells.generator)
