@@ -67,6 +67,15 @@ def build_parser() -> argparse.ArgumentParser:
     audit.add_argument("--timeout", help="wall-clock limit per process of up to 10 fits: seconds, or e.g. 30m")
     audit.add_argument("--max-memory", help="resident-memory limit per fit process, e.g. 8GB")
 
+    score = sub.add_parser("score", help="score synthetic rows made elsewhere beside a run's generators")
+    score.add_argument("--dataset", required=True, help="the dataset the rows imitate (its real split scores them)")
+    score.add_argument("--synthetic", required=True, type=Path, help="the synthetic rows: a CSV or Parquet file")
+    score.add_argument("--label", required=True, help="the name the rows get in the leaderboard, e.g. vendor-x")
+    score.add_argument("--epsilon", help="the ε claimed for the rows (guarantee nominal); none given: guarantee none")
+    score.add_argument("--seed", type=int, default=0, help="the seed whose evaluation stream scores them (default 0)")
+    score.add_argument("--metrics", help="comma-separated metric names (default: the run's)")
+    score.add_argument("--out", required=True, type=Path, help="a run directory (dpgym run --out DIR)")
+
     board = sub.add_parser("leaderboard", help="aggregate a run directory into leaderboard.csv / .md")
     board.add_argument("run_dir", type=Path)
 

@@ -206,13 +206,16 @@ def cmd_list(registry: Registry, console: Console) -> None:
     show(mets)
 
 
-def check_run(run: Run, err: Console, retry_failed: bool) -> None:
+def check_run(run: Run, err: Console, retry_failed: bool, build: bool = True) -> None:
     """What a run checks before its first cell, a dry run too: the grid (names, hyper-parameters'
-    names and types, checked when it was expanded; the runner builds each plugin before its first cell,
-    which checks their values) and every dataset with a cell still to run, loaded once against its
-    schema (a finished run resumed loads none). Warnings (an unreviewed schema) print once."""
+    names and types, checked when it was expanded), every dataset with a cell still to run, loaded once
+    against its schema (a finished run resumed loads none), and unless `build` is False (a dry run,
+    which imports no model code) each plugin with a cell to run built once, which checks its
+    hyper-parameters' values. Warnings (an unreviewed schema) and notes print after every check."""
     stored = run.stored()
     pending = [cell for cell in run.cells if runs_again(stored[cell.key], retry_failed)]
+    if build:
+        check_builds(pending, run.registry)
     datasets = {cell.dataset for cell in pending}
     suite = run.suite
     dataset_warnings = check_datasets(replace(suite, datasets=tuple(d for d in suite.datasets if d in datasets)),
@@ -257,11 +260,11 @@ def likely_finished(store: RunStore, manifest: dict[str, Any] | None, suite: Sui
     start of worker processes; the run itself decides."""
     if manifest is None or not suite.same_grid(manifest["suite"]):
         return False
-    return sum(1 for _ in store.cells.glob("*/" + store.result_path("").name)) >= suite.size
+    results = sum(1 for _ in store.cells.glob("*/" + store.result_path("").name))
+    return results - len(store.scored()) >= suite.size  # scored rows (`dpgym score`) are no cell of the suite
 
 
 def cmd_run(args: argparse.Namespace, run: Run, console: Console) -> None:
-    from dpgym.report import write_report
     from dpgym.engine.runner import run_grid
 
     summary = run_grid(run, retry_failed=args.retry_failed, show_progress=not args.no_progress)
@@ -276,9 +279,33 @@ def cmd_run(args: argparse.Namespace, run: Run, console: Console) -> None:
         console.print(f"nothing new since the last run: {run.store.leaderboard_path('md')} and "
                       f"{run.store.report_path} are current", markup=False, soft_wrap=True)
         return
+    write_outputs(run, console)
+
+
+def write_outputs(run: Run, console: Console) -> None:
+    """The run's leaderboard files (printed in short) and report, and the stamp saying what they were built from."""
+    from dpgym.report import write_report
+
     show_leaderboard(run, console)
     console.print(f"report: {write_report(run)}")
-    write_json_atomic(run.store.outputs_stamp, stamp)
+    write_json_atomic(run.store.outputs_stamp, run.outputs_stamp())
+
+
+def cmd_score(args: argparse.Namespace, registry: Registry, console: Console) -> None:
+    """Score synthetic rows made elsewhere into a run directory (`dpgym.engine.scoring`), then rebuild its
+    leaderboard and report, where they sit beside the run's generators."""
+    from dpgym.engine.scoring import score_rows
+
+    store = RunStore(args.out)
+    if not store.manifest_path.is_file():
+        raise InputError(f"--out {args.out}: not a run directory (no run.json); score rows into a directory a suite "
+                         f"has run into (dpgym run ... --out {args.out}), to compare them with its generators")
+    epsilon = parse_epsilon(args.epsilon, "--epsilon") if args.epsilon is not None else None
+    record = score_rows(store, registry, args.dataset, args.synthetic, args.label, epsilon, args.seed,
+                        _listed(args, "metrics"))
+    console.print(f"scored {args.synthetic} as {args.label!r} on {args.dataset} (guarantee {record.method.guarantee}): "
+                  f"{len(record.metrics or {})} metric values", markup=False, soft_wrap=True)
+    write_outputs(Run.open(store, registry), console)
 
 
 def cmd_plan(args: argparse.Namespace, run: Run, console: Console) -> None:
@@ -467,7 +494,7 @@ def execute(args: argparse.Namespace) -> int:
         if args.command == "list":
             cmd_list(registry, console)
         elif run is not None:
-            check_run(run, err, args.retry_failed)
+            check_run(run, err, args.retry_failed, build=not args.dry_run)
             (cmd_plan if args.dry_run else cmd_run)(args, run, console)
         elif args.command == "leaderboard":
             show_leaderboard(Run.open(RunStore(args.run_dir), registry), console)
@@ -475,6 +502,8 @@ def execute(args: argparse.Namespace) -> int:
             from dpgym.report import write_report
 
             console.print(f"report: {write_report(Run.open(RunStore(args.run_dir), registry), args.out)}")
+        elif args.command == "score":
+            cmd_score(args, registry, console)
         elif args.command == "schema":
             cmd_schema_infer(args, console)
         elif args.command == "audit":
