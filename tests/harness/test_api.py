@@ -132,3 +132,9 @@ def test_a_run_resumed_after_scoring_keeps_the_scored_rows_and_warns_of_nothing(
     out = capsys.readouterr().out
     assert "1 cells: 0 ran ok, 1 already done" in out and "not part of this suite" not in out, out
     assert "vendor-r" in set(again.cells.generator)
+
+
+def test_scored_rows_cannot_take_a_generators_label(finished):
+    results, rows = finished
+    with pytest.raises(InputError, match="--label 'independent': name the scored rows with a label of their own"):
+        dpgym.score(dataset="adult", synthetic=rows, label="independent", out=results.path)
