@@ -350,19 +350,21 @@ def cmd_audit(args: argparse.Namespace, registry: Registry, console: Console, er
                            parse_memory(args.max_memory, "--max-memory") if args.max_memory else None, progress)
     mode = "one-run canaries" if args.canaries else options.mode
     table = Table("generator", "dataset", "ε claimed", "canaries" if args.canaries else "fits", "ε lower bound (95%) [point]",
-                  "attack", "verdict", *([] if args.canaries else ["GDP estimate: μ̂ [95%] → ε̂"]),
+                  "attack", "verdict",
                   title=f"empirical audit into {args.out} ({mode})")
     for s in summaries:
         bound = (escape(f"{s['epsilon_lower']:.3f} [{s['epsilon_point']:.3f}]") if s["status"] == "ok" else "—")
-        estimate = [] if args.canaries else [_gdp_cell(s.get("gdp"))]
         table.add_row(s["generator"], s["dataset"], f"{s['epsilon_claimed']:g}",
                       str(args.canaries if args.canaries else s["fits_done"]), bound,
-                      s.get("attack", ""), s["verdict"], *estimate)
+                      s.get("attack", ""), s["verdict"])
     console.print(table)
-    if not args.canaries:
-        console.print("The verdict rests on the ε lower bound alone. The GDP estimate assumes a Gaussian trade-off "
-                      "curve; it is no bound, and overstates ε for mechanisms far from Gaussian.", markup=False,
-                      soft_wrap=True)
+    estimates = [s for s in summaries if s["status"] == "ok" and (s.get("gdp") or {}).get("mu") is not None]
+    for s in estimates:
+        console.print(f"  {s['generator']} × {s['dataset']} × ε={s['epsilon_claimed']:g}: GDP estimate "
+                      f"{_gdp_estimate(s['gdp'])}", markup=False, soft_wrap=True)
+    if estimates:
+        console.print("  The verdict rests on the ε lower bound alone. A GDP estimate assumes a Gaussian trade-off curve: "
+                      "it is no bound, and overstates ε for mechanisms far from Gaussian.", markup=False, soft_wrap=True)
     for s in summaries:
         if s["status"] != "ok":
             console.print(f"  {s['generator']} × {s['dataset']} × ε={s['epsilon_claimed']:g}: {s['error']}",
@@ -370,12 +372,10 @@ def cmd_audit(args: argparse.Namespace, registry: Registry, console: Console, er
     console.print(f"audits: {RunStore(args.out).audits_index}", markup=False, soft_wrap=True)
 
 
-def _gdp_cell(gdp: dict[str, Any] | None) -> str:
-    """The GDP estimate's table cell: μ̂ with its interval, and the ε it implies at the cell's δ."""
-    if not gdp or gdp.get("mu") is None:
-        return "—"
-    low, high = gdp["mu_interval"]
-    return escape(f"{gdp['mu']:.3f} [{low:.3f}, {high:.3f}] → {gdp['epsilon']:.2f}")
+def _gdp_estimate(gdp: dict[str, Any]) -> str:
+    """The GDP estimate in a line: μ̂ with its interval, and the ε it implies at the cell's δ."""
+    (low, high), (eps_low, eps_high) = gdp["mu_interval"], gdp["epsilon_interval"]
+    return f"μ̂ = {gdp['mu']:.3f} [{low:.3f}, {high:.3f}] → ε̂ = {gdp['epsilon']:.2f} [{eps_low:.2f}, {eps_high:.2f}]"
 
 
 def _check_game_settings(options: Any, cells: list[Any], registry: Registry) -> None:

@@ -132,8 +132,8 @@ def test_the_table_states_the_mode_shows_bracketed_estimates_and_stores_batches(
             "--audit-rows", "300", "--white-box", "--worst-case", "--synthetic-rows", "0", "--out", str(tmp_path),
             "--workers", "1"]
     assert main(argv) == 0
-    out = capsys.readouterr().out
-    assert "worst-case D + white-box" in out and "release" in out
+    out = " ".join(capsys.readouterr().out.split())
+    assert "(worst-case D + white-box)" in out and "release" in out and "GDP estimate μ̂ = " in out
     assert re.search(r"\[(\d\.\d{3}|inf)\]", out)  # the point estimate in brackets, not read as markup
     (summary,) = json.loads((tmp_path / "audits.json").read_text())["audits"]
     assert summary["setting"] == "worst-case D + white-box" and summary["fits_done"] == 40
