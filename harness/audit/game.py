@@ -10,15 +10,23 @@ e^ε·FPR + FNR ≥ 1 − δ (Kairouz, Oh & Viswanath 2015), so error rates meas
 a lower bound on ε (Jagielski, Ullman & Oprea 2020; Nasr et al. 2021). A bound above the claimed ε
 shows the claim false; one below it proves nothing.
 
+With `white_box`, a generator that exposes its release (`Capability.RELEASE`) is also attacked there:
+the exact log-likelihood ratio of the release between D′ and D. With `worst_case`, D is drawn from the
+training rows that share no cell with the target, so the target is alone in every cell a generator
+measures (Annamalai, Ganev & De Cristofaro 2024). Both make the bound tighter without changing what
+it means: the synthetic rows are post-processing of the release.
+
 Statistics: the first half of the fits chooses the attack variant, its orientation and threshold
-(and the weights of the learned variant); the second half, which took no part in choosing, certifies
-that one test with Clopper–Pearson intervals. Each rate's two-sided 95% interval is a one-sided
+(and the weights of the learned variant; the likelihood ratio's threshold by a normal fit); the
+second half, which took no part in choosing, certifies that one test with Clopper–Pearson intervals,
+and the verdict rests on that bound alone. Beside it, an estimate that assumes a Gaussian trade-off
+curve: the μ-GDP curve fitted to the certifying half's ROC (Nasr et al. 2023). Each rate's two-sided 95% interval is a one-sided
 97.5% bound, so both upper bounds hold together with 95% confidence. Written by hand because no
 library runs this game or computes this bound; the pieces (the encoder, the interval, logistic
 regression) are reused.
 
-Each fit is stored on its own (`DIR/audits/<key>/fits/<i>.json`, written atomically) and fits run in
-batches in isolated child processes (`dpgym.engine.worker`), so an interrupted audit resumes from the fits
+Each batch of fits is stored on its own (`DIR/audits/<key>/fits/<first fit>.json`, written atomically)
+and batches run in isolated child processes (`dpgym.engine.worker`), so an interrupted audit resumes from the fits
 done, and a plugin that crashes, hangs past `--timeout` or exhausts memory fails its own audit.
 """
 
