@@ -29,7 +29,8 @@ from dpgym.cli import main
 from dpgym.engine.grid import expand
 from dpgym.engine.suite import MethodConfig, Suite, apply_overrides
 from dpgym.registry import Registry
-from dpgym.testing import conformance_checks
+from dpgym.specs import Capability
+from dpgym.testing import conformance_checks, iter_first_party
 from tests.harness.audit.audit_faults import PLANTED, PlantedFaults
 
 EPSILON, DELTA = 1.0, 1e-5
@@ -166,3 +167,16 @@ def test_every_planted_fault_is_a_violation_on_adult_within_2000_fits(tmp_path, 
                   "independent_private_bounds"):
         assert found[fault]["verdict"] == "violation", verdicts
     assert found["independent"]["verdict"] == "consistent", verdicts
+
+
+@pytest.mark.slow
+def test_first_party_releasing_generators_are_consistent_in_the_white_box_game(tmp_path):
+    """Every first-party generator that declares `Capability.RELEASE`, at its cheap settings, in the
+    worst-case white-box game at CI size: no false violation, and a release attack on each."""
+    releasing = [spec for spec in iter_first_party("generator") if Capability.RELEASE in spec.capabilities]
+    assert {"independent", "mst", "aim"} <= {spec.name for spec in releasing}
+    sets = [f"{spec.name}.{k}={v}" for spec in releasing for k, v in spec.quick_params.items()]
+    found = _audit(tmp_path, [spec.name for spec in releasing],
+                   AuditOptions(fits=16, audit_rows=300, synthetic_rows=0, white_box=True, worst_case=True), sets)
+    for name, summary in found.items():
+        assert summary["verdict"] == "consistent" and summary["attack"] == "release", (name, summary.get("error"))
