@@ -84,7 +84,3 @@ def _eps_from_mu(mu: float, delta: float) -> float:
 
     return float(eps_from_mu(mu=mu, delta=delta))
 
-
-def answers(release: Release, frame: pd.DataFrame) -> list[Any]:
-    """Each measurement's exact answers on `frame` (the conformance checks compare them with `values`)."""
-    return [np.asarray(m.query(frame), dtype=float) for m in release.measurements]
