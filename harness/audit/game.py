@@ -19,15 +19,16 @@ it means: the synthetic rows are post-processing of the release.
 Statistics: the first half of the fits chooses the attack variant, its orientation and threshold
 (and the weights of the learned variant; the likelihood ratio's threshold by a normal fit); the
 second half, which took no part in choosing, certifies that one test with Clopper–Pearson intervals,
-and the verdict rests on that bound alone. Beside it, an estimate that assumes a Gaussian trade-off
-curve: the μ-GDP curve fitted to the certifying half's ROC (Nasr et al. 2023). Each rate's two-sided 95% interval is a one-sided
-97.5% bound, so both upper bounds hold together with 95% confidence. Written by hand because no
+and the verdict rests on that bound alone. Each rate's two-sided 95% interval is a one-sided 97.5%
+bound, so both upper bounds hold together with 95% confidence. Beside the bound, an estimate that
+assumes a Gaussian trade-off curve: the μ-GDP curve fitted to the certifying half's ROC (Nasr et al.
+2023). Written by hand because no
 library runs this game or computes this bound; the pieces (the encoder, the interval, logistic
 regression) are reused.
 
-Each batch of fits is stored on its own (`DIR/audits/<key>/fits/<first fit>.json`, written atomically)
-and batches run in isolated child processes (`dpgym.engine.worker`), so an interrupted audit resumes from the fits
-done, and a plugin that crashes, hangs past `--timeout` or exhausts memory fails its own audit.
+Each batch of fits is stored on its own (`DIR/audits/<key>/fits/<first fit>.json`, written
+atomically) and batches run in isolated child processes (`dpgym.engine.worker`), so an interrupted
+audit resumes from the fits done, and a plugin that crashes, hangs past `--timeout` or exhausts memory fails its own audit.
 """
 
 from __future__ import annotations
