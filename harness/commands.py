@@ -313,6 +313,9 @@ def cmd_audit(args: argparse.Namespace, registry: Registry, console: Console, er
     from dpgym.audit.canary import GUESS_COUNTS
     from dpgym.audit.game import AuditOptions, run_audits
 
+    if args.canaries and (args.white_box or args.worst_case):
+        raise SuiteError("--white-box and --worst-case set up the distinguishing game; the one-run audit "
+                         "(--canaries) takes neither")
     if args.canaries:
         if args.canaries < 2 * min(GUESS_COUNTS):
             raise SuiteError(f"--canaries must be ≥ {2 * min(GUESS_COUNTS)} (the fewest guesses a rule makes, twice), "
@@ -389,7 +392,7 @@ def _check_game_settings(options: Any, cells: list[Any], registry: Registry) -> 
         if blind:
             raise SuiteError(f"--white-box: generator {', '.join(map(repr, blind))} does not expose its release "
                              "(Capability.RELEASE); audit it without --white-box")
-    if options.worst_case and not options.canaries:
+    if options.worst_case:
         for name in sorted({c.dataset for c in cells}):
             schema, train = audited_data(registry.dataset(name), options)
             try:

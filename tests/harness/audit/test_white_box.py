@@ -125,6 +125,8 @@ def test_white_box_needs_the_release_and_worst_case_needs_enough_isolated_rows(t
     assert "--worst-case: only" in capsys.readouterr().err
     assert main([*common, "--generators", "independent", "--synthetic-rows", "0"]) == 2
     assert "--synthetic-rows ≥ 1" in capsys.readouterr().err
+    assert main([*common, "--generators", "independent", "--canaries", "100", "--white-box"]) == 2
+    assert "the one-run audit (--canaries) takes neither" in capsys.readouterr().err
 
 
 @pytest.mark.slow
