@@ -64,8 +64,9 @@ def build_parser() -> argparse.ArgumentParser:
     audit.add_argument("--worst-case", action="store_true",
                        help="draw D from the training rows sharing no cell with the target, so it sits alone in its "
                             "cells (use a few hundred --audit-rows)")
-    audit.add_argument("--synthetic-rows", type=int, help="synthetic rows sampled per fit (default: --audit-rows; 0 with --white-box: "
-                                                                    "attack the release alone)")
+    audit.add_argument("--synthetic-rows", type=int,
+                       help="synthetic rows sampled per fit (default: --audit-rows; 0 with --white-box: attack the "
+                            "release alone)")
     audit.add_argument("--seed", type=int, default=0, help="seed of D, the coins and the fits (default 0)")
     audit.add_argument("--set", action="append", default=[], metavar="GENERATOR.PARAM=VALUE",
                        help="override a generator hyper-parameter (repeatable)")

@@ -324,8 +324,8 @@ def cmd_audit(args: argparse.Namespace, registry: Registry, console: Console, er
     fewest_rows = 0 if args.white_box and not args.canaries else 1
     if args.fits < (1 if args.canaries else 4) or args.audit_rows < 1 or (
             args.synthetic_rows is not None and args.synthetic_rows < fewest_rows):
-        raise SuiteError(f"--fits must be ≥ 4, --audit-rows ≥ 1 and --synthetic-rows ≥ {fewest_rows} (0: with --white-box, "
-                         f"the release alone is attacked), got {args.fits}, {args.audit_rows} and {args.synthetic_rows}")
+        raise SuiteError(f"--fits must be ≥ 4, --audit-rows ≥ 1 and --synthetic-rows ≥ {fewest_rows} "
+                         f"(0: with --white-box, the release alone is attacked), got {args.fits}, {args.audit_rows} and {args.synthetic_rows}")
     if args.workers is not None and args.workers < 1:
         raise SuiteError(f"--workers must be ≥ 1, got {args.workers}")
     epsilons = _listed(args, "epsilons", _epsilons)

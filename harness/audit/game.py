@@ -271,7 +271,8 @@ def run_batch(batch: AuditBatch, registry: Registry, device: str = "cpu") -> tup
         release = generator.release().log_likelihood_ratio(without, with_target) if options.white_box else None
         seen = {}
         if options.sample_rows:
-            synthetic = schema.conform(generator.sample(options.sample_rows, sample_seed), f"generator {spec.name!r}'s sample")
+            synthetic = schema.conform(generator.sample(options.sample_rows, sample_seed),
+                                       f"generator {spec.name!r}'s sample")
             seen = observe(synthetic, target, schema, generator if Capability.LOG_PROB in spec.capabilities else None)
         records.append({"fit": fit, "included": included, "ledger_epsilon": ledger.epsilon,
                         "seconds": time.perf_counter() - started, "release_llr": release, **seen})

@@ -125,7 +125,8 @@ class Independent:
         if label is None or name == self.target_:
             return np.bincount(cells, minlength=bins.size).astype(float)
         classes = self.bins_[self.target_].size
-        return np.bincount(label * bins.size + cells, minlength=classes * bins.size).reshape(classes, bins.size).astype(float)
+        counts = np.bincount(label * bins.size + cells, minlength=classes * bins.size)
+        return counts.reshape(classes, bins.size).astype(float)
 
     def sample(self, n: int, seed: int) -> pd.DataFrame:
         rng = np.random.default_rng(seed)

@@ -68,7 +68,8 @@ def test_independent_releases_its_noisy_histograms_and_their_likelihood_ratio_is
     moved = measurement.query(with_target) - measurement.query(without)
     assert sorted(np.unique(moved)) == [0.0, 1.0] and moved.sum() == d
     sigma, y = measurement.scale, measurement.values
-    expected = (((y - measurement.query(without)) ** 2).sum() - ((y - measurement.query(with_target)) ** 2).sum()) / (2 * sigma**2)
+    squares = [((y - measurement.query(table)) ** 2).sum() for table in (without, with_target)]
+    expected = (squares[0] - squares[1]) / (2 * sigma**2)
     assert generator.release().log_likelihood_ratio(without, with_target) == pytest.approx(expected)
 
 
