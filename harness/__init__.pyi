@@ -29,6 +29,7 @@ from .privacy.events import (
     ZcdpEvent,
 )
 from .privacy.ledger import Ledger, LedgerEntry, PrivacyViolation
+from .privacy.release import Measurement, Release
 from .engine.isolation import Environment, isolated_spec
 from .engine.threads import cell_threads
 from .schema import Column, ColumnKind, Schema, SchemaError
@@ -49,6 +50,7 @@ from .specs import (
     MetricResult,
     MetricSpec,
     Model,
+    ReleasingGenerator,
     SpecError,
     SpecLookup,
     Split,

@@ -209,8 +209,9 @@ def _audit_roc(store: RunStore, audit: dict[str, Any], colour: Any) -> str:
              1 - attack["false_negatives"] / max(attack["positives"], 1))
     epsilon, delta = audit["epsilon_claimed"], audit["delta"]
     title = f"{audit['generator']}, ε = {epsilon:g}: {audit['attack']}"
-    return drawn_once(store, "audit-roc", [scores, labels, point, epsilon, delta, colour, title],
-                       lambda: figures.audit_roc(scores, labels, point, epsilon, delta, colour, title))
+    mu = (audit.get("gdp") or {}).get("mu")
+    return drawn_once(store, "audit-roc", [scores, labels, point, epsilon, delta, colour, title, mu],
+                       lambda: figures.audit_roc(scores, labels, point, epsilon, delta, colour, title, mu))
 
 
 def audit_context(store: RunStore, lb: Leaderboard, palette: dict[str, Any]) -> dict[str, Any] | None:

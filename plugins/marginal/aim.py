@@ -77,8 +77,10 @@ class AIM(MarginalGenerator):
 
         measurements = Measurements()
         for name in sizes:
-            measurements.add((name,), measure(answers[(name,)], sigma, rng), sigma)
+            noisy = measure(answers[(name,)], sigma, rng)
+            measurements.add((name,), noisy, sigma)
             ledger.measurement(sigma, f"AIM: 1-way marginal of {name!r}")
+            self._released((name,), noisy, sigma)
         model = estimate(domain, measurements, self.estimation_iters)
         marginals = ModelMarginals(model)
 
@@ -106,8 +108,10 @@ class AIM(MarginalGenerator):
             ledger.selection(epsilon, sensitivity, f"AIM round {round_number}: the worst-approximated candidate")
             if chosen not in measurements.precision:  # a new model structure: the compiled ones are done with
                 forget_compiled_estimates()
-            measurements.add(chosen, measure(answers[chosen], sigma, rng), sigma)
+            noisy = measure(answers[chosen], sigma, rng)
+            measurements.add(chosen, noisy, sigma)
             ledger.measurement(sigma, f"AIM round {round_number}: the selected marginal")
+            self._released(chosen, noisy, sigma)
 
             model = estimate(domain, measurements, self.estimation_iters, warm_start=model)
             if final:
