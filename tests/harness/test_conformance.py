@@ -77,4 +77,4 @@ def test_pytest_plugin_option_runs_checks_on_an_installed_generator(tmp_path):
         capture_output=True, text=True, cwd=tmp_path, timeout=300,
     )
     assert out.returncode == 0, out.stdout + out.stderr
-    assert f"{len(CHECKS) - 2} passed, 2 skipped" in out.stdout  # uniform declares no device and no log_prob
+    assert f"{len(CHECKS) - 3} passed, 3 skipped" in out.stdout  # uniform declares no device, log_prob or release

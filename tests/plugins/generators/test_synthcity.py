@@ -23,7 +23,7 @@ from dpgym.engine.runner import run_suite
 from dpgym.engine.suite import MethodConfig, Settings, Suite
 from dpgym.testing import CONFORMANCE_SCHEMA, conformance_table
 
-FAKE_SYNTHCITY = Path(__file__).resolve().parents[2] / "harness" / "run" / "isolated" / "fake_synthcity"
+FAKE_SYNTHCITY = Path(__file__).resolve().parents[2] / "harness" / "engine" / "isolated" / "fake_synthcity"
 LABELS = {"synthcity_aim": Guarantee.NOMINAL, "synthcity_dpgan": Guarantee.NOMINAL,
           "synthcity_privbayes": Guarantee.NONE, "synthcity_pategan": Guarantee.NONE,
           "synthcity_adsgan": Guarantee.NONE}
