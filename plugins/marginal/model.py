@@ -28,7 +28,6 @@ from dataclasses import dataclass, field
 
 import jax
 import numpy as np
-from scipy import special
 
 jax.config.update("jax_enable_x64", True)
 jax.config.update("jax_enable_compilation_cache", False)
@@ -165,8 +164,7 @@ class ModelMarginals:
             model = FittedModel(model.domain, list(model.cliques),
                                 {c: np.asarray(f.values) for c, f in model.potentials.tables.items()}, float(model.total))
         plan = structure(model.domain, tuple(model.cliques))
-        beliefs = plan.beliefs(model.potentials)
-        self.tables = {node: np.exp(belief - special.logsumexp(belief)) * model.total for node, belief in beliefs.items()}
+        self.tables = {node: table * model.total for node, table in plan.distributions(model.potentials).items()}
         tree = plan.tree.copy()
         # Parts of the model that share no attribute are independent: joined by an edge whose
         # separator is empty, they make one tree and need no special case below.
