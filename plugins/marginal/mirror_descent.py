@@ -154,21 +154,18 @@ class Loss:
             stddev = max(float(m.stddev), 1e-12)
             self.terms.append((tuple(m.clique), holding, np.asarray(m.noisy_measurement, float).reshape(shape), stddev))
 
-    def value_and_gradient(self, mu: dict[Clique, np.ndarray]) -> tuple[float, dict[Clique, np.ndarray]]:
-        loss = 0.0
-        gradient = {c: np.zeros_like(table) for c, table in mu.items()}
-        for clique, holding, noisy, stddev in self.terms:
-            diff = (_project(mu[holding], holding, clique) - noisy) / stddev
-            loss += 0.5 * float(np.vdot(diff, diff))
-            gradient[holding] = gradient[holding] + _into(diff / stddev, clique, holding)
-        return loss, gradient
+    def evaluate(self, mu: dict[Clique, np.ndarray]) -> tuple[float, list[np.ndarray]]:
+        """The loss at μ and each term's residual (μ_M − y_M)/σ_M, from which `gradient` follows."""
+        residuals = [(_project(mu[holding], holding, clique) - noisy) / stddev
+                     for clique, holding, noisy, stddev in self.terms]
+        return 0.5 * sum(float(np.vdot(r, r)) for r in residuals), residuals
 
-    def value(self, mu: dict[Clique, np.ndarray]) -> float:
-        loss = 0.0
-        for clique, holding, noisy, stddev in self.terms:
-            diff = (_project(mu[holding], holding, clique) - noisy) / stddev
-            loss += 0.5 * float(np.vdot(diff, diff))
-        return loss
+    def gradient(self, mu: dict[Clique, np.ndarray], residuals: list[np.ndarray]) -> dict[Clique, np.ndarray]:
+        """∇L in μ: each term's residual over σ_M, broadcast over the clique holding it."""
+        gradient = {c: np.zeros_like(table) for c, table in mu.items()}
+        for (clique, holding, _, stddev), residual in zip(self.terms, residuals):
+            gradient[holding] = gradient[holding] + _into(residual / stddev, clique, holding)
+        return gradient
 
 
 def _into(table: np.ndarray, attributes: Clique, target: Clique) -> np.ndarray:
@@ -202,23 +199,25 @@ def mirror_descent(domain: mbi.Domain, measurements: list[mbi.LinearMeasurement]
     theta = warm_potentials(domain, cliques, warm_start)
     alpha = 2.0 / (lipschitz * total)
     mu = plan.marginals(theta, total)
+    loss, residuals = loss_fn.evaluate(mu)
     previous, stalls, ran = math.inf, 0, 0
     blocks = math.ceil(iters / CHECK_EVERY)
     for _ in range(blocks):
         for _ in range(CHECK_EVERY):
-            loss, gradient = loss_fn.value_and_gradient(mu)
+            gradient = loss_fn.gradient(mu, residuals)
             proposal = {c: theta[c] - alpha * gradient[c] for c in cliques}
             mu_proposal = plan.marginals(proposal, total)
-            loss_proposal = loss_fn.value(mu_proposal)
+            loss_proposal, residuals_proposal = loss_fn.evaluate(mu_proposal)
             decrease = sum(float(np.vdot(gradient[c], mu[c] - mu_proposal[c])) for c in cliques)
             if loss - loss_proposal >= 0.5 * alpha * decrease:
-                theta, mu, alpha, accepted = proposal, mu_proposal, 1.01 * alpha, loss_proposal
+                theta, mu, alpha = proposal, mu_proposal, 1.01 * alpha
+                loss, residuals = loss_proposal, residuals_proposal
             else:
-                alpha, accepted = 0.5 * alpha, loss
+                alpha = 0.5 * alpha
             ran += 1
         if tolerance > 0:
-            stalls = stalls + 1 if previous - accepted <= tolerance * max(abs(accepted), 1.0) else 0
-            previous = accepted
+            stalls = stalls + 1 if previous - loss <= tolerance * max(abs(loss), 1.0) else 0
+            previous = loss
             if stalls >= PATIENCE:
                 break
     return FittedModel(domain, list(cliques), theta, total), ran
