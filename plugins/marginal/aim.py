@@ -94,6 +94,7 @@ class AIM(MarginalGenerator):
             measurements.add((name,), measure(answers[(name,)], sigma, rng), sigma)
             ledger.measurement(sigma, f"AIM: 1-way marginal of {name!r}")
         self.phase_seconds_ = dict.fromkeys(PHASES, 0.0)
+        self.iterations_: list[int] = []  # each estimate's mirror-descent iterations (numpy estimator)
         clock = time.process_time()
 
         def lap(phase: str) -> None:
@@ -103,8 +104,10 @@ class AIM(MarginalGenerator):
             clock = now
 
         def refit(warm_start: FittedModel | None, tolerance: float) -> FittedModel:
-            return estimate(domain, measurements, self.estimation_iters, warm_start=warm_start, tolerance=tolerance,
-                            estimator=self.estimator)
+            fitted = estimate(domain, measurements, self.estimation_iters, warm_start=warm_start, tolerance=tolerance,
+                              estimator=self.estimator)
+            self.iterations_.append(fitted.iterations)
+            return fitted
 
         model = refit(None, self.round_tolerance)
         lap("estimation")

@@ -39,13 +39,14 @@ PATIENCE = 2  # consecutive converged blocks before stopping (`mbi`'s default pa
 
 @dataclass
 class FittedModel:
-    """A fitted graphical model: log-potentials over `cliques` (axes in each clique's order), and the
-    number of rows it describes."""
+    """A fitted graphical model: log-potentials over `cliques` (axes in each clique's order), the
+    number of rows it describes, and how many iterations estimated it."""
 
     domain: mbi.Domain
     cliques: list[Clique]
     potentials: dict[Clique, np.ndarray]
     total: float
+    iterations: int = 0
 
 
 def _logsumexp(table: np.ndarray, axes: tuple[int, ...]) -> np.ndarray:
@@ -189,9 +190,9 @@ def warm_potentials(domain: mbi.Domain, cliques: tuple[Clique, ...],
 
 
 def mirror_descent(domain: mbi.Domain, measurements: list[mbi.LinearMeasurement], total: float, iters: int,
-                   warm_start: FittedModel | None = None, tolerance: float = 0.0) -> tuple[FittedModel, int]:
-    """The estimate and the number of iterations run (`iters`, or fewer when `tolerance` > 0 and the
-    loss converged)."""
+                   warm_start: FittedModel | None = None, tolerance: float = 0.0) -> FittedModel:
+    """The estimate, after `iters` iterations (rounded up to a multiple of 50, as `mbi`), or fewer when
+    `tolerance` > 0 and the loss converged."""
     cliques = tuple(mbi.clique_utils.maximal_subset([m.clique for m in measurements]))
     plan = structure(domain, cliques)
     loss_fn = Loss(domain, measurements, cliques)
@@ -220,4 +221,4 @@ def mirror_descent(domain: mbi.Domain, measurements: list[mbi.LinearMeasurement]
             previous = loss
             if stalls >= PATIENCE:
                 break
-    return FittedModel(domain, list(cliques), theta, total), ran
+    return FittedModel(domain, list(cliques), theta, total, ran)

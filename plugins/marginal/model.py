@@ -134,7 +134,7 @@ def estimate(domain: mbi.Domain, measurements: Measurements, iters: int, total: 
     linear = measurements.linear()
     total = measurements.total() if total is None else total
     if estimator == "numpy":
-        return mirror_descent(domain, linear, total, iters, warm_start, tolerance)[0]
+        return mirror_descent(domain, linear, total, iters, warm_start, tolerance)
     if estimator != "mbi":
         raise ValueError(f"estimator must be one of {', '.join(ESTIMATORS)}, got {estimator!r}")
     start = None
