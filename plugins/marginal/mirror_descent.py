@@ -14,7 +14,7 @@ belief propagation in log space over the tree's tables with numpy. The steps are
 - a step θ' = θ − α·∇L(μ); accepted when L(μ) − L(μ') ≥ ½·α·⟨∇L, μ − μ'⟩, then α grows by 1 %, else
   θ stays and α halves.
 
-Belief propagation runs in probability space (`Structure.distributions`), where `mbi` works in
+Belief propagation runs in probability space (`Structure._calibrated`), where `mbi` works in
 log space: the same numbers up to rounding. `mbi` runs belief propagation twice per iteration (at θ and at θ'); the marginals at θ are those of
 the last accepted step, so one propagation per iteration gives the same sequence of iterates.
 
@@ -75,33 +75,44 @@ class Structure:
         logs = {node: np.zeros(self.shapes[node]) for node in self.nodes}
         for clique, table in potentials.items():
             node = self.holder[clique]
-            logs[node] = logs[node] + _into(table, clique, node)
+            logs[node] += _into(table, clique, node)
         return logs
 
     def distributions(self, potentials: dict[Clique, np.ndarray]) -> dict[Clique, np.ndarray]:
-        """The model's probabilities over every tree node, by HUGIN's schedule (as
-        `mbi.marginal_oracles.message_passing_hugin`) in probability space: each node's table is
-        exponentiated once (less its maximum), a message is a sum over the sender's table divided by
-        the message it received from the receiver, scaled to a maximum of 1 (constant factors cancel
-        when each node is normalised). In log space, as `mbi` does it, every message costs an
-        exponential of its sender's whole table, three times the time on Adult. Where a table
-        underflows to no mass, the log-space schedule runs instead."""
-        tables = {node: np.exp(log - log.max()) for node, log in self._log_potentials(potentials).items()}
+        """The model's probabilities over every tree node."""
+        tables, sums = self._calibrated(potentials)
+        return {node: table / sums[node] for node, table in tables.items()}
+
+    def _calibrated(self, potentials: dict[Clique, np.ndarray]) -> tuple[dict[Clique, np.ndarray], dict[Clique, float]]:
+        """Each tree node's table, proportional to the model's probabilities over it, and its sum; by
+        HUGIN's schedule (as `mbi.marginal_oracles.message_passing_hugin`) in probability space: each
+        node's table is exponentiated once (less its maximum), a message is a sum over the sender's
+        table divided by the message it received from the receiver, scaled to a maximum of 1
+        (constant factors cancel when each node is normalised). In log space, as `mbi` does it,
+        every message costs an exponential of its sender's whole table, three times the time on
+        Adult. Where a table underflows to no mass, the log-space schedule runs instead."""
+        tables = self._log_potentials(potentials)
+        for table in tables.values():
+            table -= table.max()
+            np.exp(table, out=table)
         messages: dict[tuple[Clique, Clique], np.ndarray] = {}  # kept with the sender's axes, length 1 where summed
         for sender, receiver in self.order:
             summed = tuple(k for k, a in enumerate(sender) if a not in receiver)
-            message = tables[sender].sum(axis=summed, keepdims=True) if summed else tables[sender]
+            message = tables[sender].sum(axis=summed, keepdims=True) if summed else tables[sender].copy()
             if (receiver, sender) in messages:
                 previous = self._moved(messages[receiver, sender], receiver, sender)
                 message = np.divide(message, previous, out=np.zeros_like(message), where=previous > 0)
             top = message.max()
-            messages[sender, receiver] = message / top if top > 0 else message
-            tables[receiver] = tables[receiver] * self._moved(messages[sender, receiver], sender, receiver)
-        sums = {node: table.sum() for node, table in tables.items()}
-        if all(np.isfinite(z) and z > 0 for z in sums.values()):
-            return {node: table / sums[node] for node, table in tables.items()}
-        return {node: np.exp(belief - _logsumexp(belief, tuple(range(belief.ndim))))
-                for node, belief in self.beliefs(potentials).items()}
+            if top > 0:
+                message /= top
+            messages[sender, receiver] = message
+            tables[receiver] *= self._moved(message, sender, receiver)
+        sums = {node: float(table.sum()) for node, table in tables.items()}
+        if all(math.isfinite(z) and z > 0 for z in sums.values()):
+            return tables, sums
+        logs = self.beliefs(potentials)
+        tables = {node: np.exp(log - _logsumexp(log, tuple(range(log.ndim)))) for node, log in logs.items()}
+        return tables, dict.fromkeys(tables, 1.0)
 
     def beliefs(self, potentials: dict[Clique, np.ndarray]) -> dict[Clique, np.ndarray]:
         """Log-space calibrated beliefs of every tree node (HUGIN schedule, as
@@ -125,9 +136,9 @@ class Structure:
 
     def marginals(self, potentials: dict[Clique, np.ndarray], total: float) -> dict[Clique, np.ndarray]:
         """μ: the model's counts over each potential clique, axes in the clique's order."""
-        distributions = self.distributions(potentials)
-        return {clique: _project(distributions[self.holder[clique]], self.holder[clique], clique) * total
-                for clique in self.cliques}
+        tables, sums = self._calibrated(potentials)
+        return {clique: _project(tables[node], node, clique) * (total / sums[node])
+                for clique, node in self.holder.items()}
 
 
 def _project(table: np.ndarray, attributes: Clique, onto: Clique) -> np.ndarray:
