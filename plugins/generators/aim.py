@@ -9,7 +9,7 @@ In zCDP, the total ρ calibrated so that its (ε, δ) conversion (`dpgym.privacy
    within its size limit, draw one with the exponential mechanism, scoring r by
    w_r·(‖M_r(D) − M_r(model)‖₁ − √(2/π)·σ·n_r) (n_r cells, weight w_r = Σ_s |r ∩ s| over workload
    marginals s, sensitivity max w_r); measure it with Gaussian noise σ; refit the model
-   (Private-PGM, `mbi`, warm-started);
+   (Private-PGM's mirror descent, warm-started);
 3. budget: T = 16·d planned rounds, each with ρ/T of which α = 0.9 measures (σ = √(T / (2αρ))) and
    1 − α selects (ε = √(8(1 − α)ρ / T)); when the model moved less than the measurement's expected
    noise (‖after − before‖₁ ≤ √(2/π)·σ·n_r) the round was too noisy to help, so σ halves and ε
