@@ -67,6 +67,12 @@ class Structure:
         self.nodes = [tuple(node) for node in mbi.junction_tree.maximal_cliques(tree)]
         self.shapes = {node: tuple(domain[a] for a in node) for node in self.nodes}
         self.order = [(tuple(i), tuple(j)) for i, j in mbi.junction_tree.message_passing_order(tree)]
+        self.separators = {}  # (sender, receiver) → their shared attributes in the sender's order, and its shape
+        for i, j in self.order:
+            for sender, receiver in ((i, j), (j, i)):
+                separator = tuple(a for a in sender if a in receiver)
+                self.separators[sender, receiver] = separator, tuple(domain[a] for a in separator)
+        self.summed = {(i, j): tuple(k for k, a in enumerate(i) if a not in j) for i, j in self.order}
         holder = mbi.clique_utils.clique_mapping(self.nodes, list(cliques), domain)
         self.holder = {c: tuple(holder[c]) for c in cliques}
 
@@ -97,7 +103,7 @@ class Structure:
             np.exp(table, out=table)
         messages: dict[tuple[Clique, Clique], np.ndarray] = {}  # kept with the sender's axes, length 1 where summed
         for sender, receiver in self.order:
-            summed = tuple(k for k, a in enumerate(sender) if a not in receiver)
+            summed = self.summed[sender, receiver]
             message = tables[sender].sum(axis=summed, keepdims=True) if summed else tables[sender].copy()
             if (receiver, sender) in messages:
                 previous = self._moved(messages[receiver, sender], receiver, sender)
@@ -130,9 +136,8 @@ class Structure:
 
     def _moved(self, message: np.ndarray, sender: Clique, receiver: Clique) -> np.ndarray:
         """A message with length-1 axes over `sender` re-expressed over `receiver`'s axes."""
-        separator = tuple(a for a in sender if a in receiver)
-        squeezed = message.reshape([self.domain[a] for a in separator])
-        return _into(squeezed, separator, receiver)
+        separator, shape = self.separators[sender, receiver]
+        return _into(message.reshape(shape), separator, receiver)
 
     def marginals(self, potentials: dict[Clique, np.ndarray], total: float) -> dict[Clique, np.ndarray]:
         """μ: the model's counts over each potential clique, axes in the clique's order."""
@@ -143,10 +148,25 @@ class Structure:
 
 def _project(table: np.ndarray, attributes: Clique, onto: Clique) -> np.ndarray:
     """Σ of `table` (axes `attributes`) over the attributes not in `onto`, axes in `onto`'s order."""
-    summed = tuple(k for k, a in enumerate(attributes) if a not in onto)
-    kept = [a for a in attributes if a in onto]
+    summed, order = _projection_axes(attributes, onto)
     result = table.sum(axis=summed) if summed else table
-    return np.transpose(result, [kept.index(a) for a in onto])
+    return result.transpose(order)
+
+
+# The axis bookkeeping of `_project` and `_into`, looked up rather than worked out again: an
+# iteration moves tables between the same cliques hundreds of times, and on Adult's small models the
+# bookkeeping in Python cost as much as the arithmetic.
+@lru_cache(maxsize=None)
+def _projection_axes(attributes: Clique, onto: Clique) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    kept = [a for a in attributes if a in onto]
+    return tuple(k for k, a in enumerate(attributes) if a not in onto), tuple(kept.index(a) for a in onto)
+
+
+@lru_cache(maxsize=None)
+def _broadcast_axes(attributes: Clique, target: Clique,
+                    shape: tuple[int, ...]) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    order = tuple(sorted(range(len(attributes)), key=lambda i: target.index(attributes[i])))
+    return order, tuple(shape[attributes.index(a)] if a in attributes else 1 for a in target)
 
 
 @lru_cache(maxsize=8)
@@ -182,9 +202,8 @@ class Loss:
 
 def _into(table: np.ndarray, attributes: Clique, target: Clique) -> np.ndarray:
     """`table` over `attributes` broadcast to a full table over `target` (axes in its order)."""
-    order = sorted(range(len(attributes)), key=lambda i: target.index(attributes[i]))
-    shape = [table.shape[attributes.index(a)] if a in attributes else 1 for a in target]
-    return np.transpose(table, order).reshape(shape)
+    order, shape = _broadcast_axes(attributes, target, table.shape)
+    return table.transpose(order).reshape(shape)
 
 
 def warm_potentials(domain: mbi.Domain, cliques: tuple[Clique, ...],
