@@ -47,7 +47,7 @@ Defaults and where they come from ("tuned on" marks a value chosen from rows tha
   for `mst`, whose docstring says more.
 
 Cost: each round's iterations take time in proportion to the model's size, which the limit lets
-grow with the budget spent. On Adult at ε = 1 a fit took about 2 CPU-minutes with the numpy
+grow with the budget spent. On Adult at ε = 1 a fit took 1–2 CPU-minutes with the numpy
 estimator (about 9 with `mbi`'s, which compiles every round; docs/measurements.md#aim-estimator); at
 ε = 4 the model reaches 10 MB by round 40 of 240, and with `mbi` a fit took on the order of a CPU-day
 (docs/measurements.md#marginal). `max_model_size` and `estimation_iters` trade that time for accuracy.
