@@ -1,6 +1,7 @@
 """dpgym: a benchmark harness for differentially private synthetic tabular data.
 
-This module is the plugin contract: the hooks, the specs a plugin returns, the public schema, and
+`dpgym.run`, `dpgym.open` and `dpgym.score` drive the benchmark from Python (`dpgym.api`); the rest of
+this module is the plugin contract: the hooks, the specs a plugin returns, the public schema, and
 the budget, ledger and privacy events a generator records. `dpgym.privacy` is the public privacy
 toolkit (DP-SGD, accountants, calibration, zCDP) for plugins that run their own mechanisms.
 Everything else under `dpgym`, `dpgym.plugins` included, is internal and may change without notice.

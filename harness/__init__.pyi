@@ -1,4 +1,5 @@
-# The plugin contract, each name once; `dpgym/__init__.py` loads them lazily from here.
+# The Python API and the plugin contract, each name once; `dpgym/__init__.py` loads them lazily from here.
+from .api import Results, open, run, score
 from .audit.learners import Finding
 from .audit.statistics import clopper_pearson
 from .data.cache import computed_once, digest
@@ -13,6 +14,7 @@ from .data.datafiles import (
 )
 from .data.encoding import TableEncoder, levels, missing_rows
 from .data.inference import PARQUET_SUFFIXES, UnreviewedSchemaWarning, read_table
+from .data.splits import SplitError, split_rows
 from .hookspecs import DPGYM_API_VERSION, hookimpl
 from .privacy.budget import Budget, Guarantee
 from .privacy.events import (
@@ -27,6 +29,7 @@ from .privacy.events import (
     ZcdpEvent,
 )
 from .privacy.ledger import Ledger, LedgerEntry, PrivacyViolation
+from .privacy.release import Measurement, Release
 from .engine.isolation import Environment, isolated_spec
 from .engine.threads import cell_threads
 from .schema import Column, ColumnKind, Schema, SchemaError
@@ -47,6 +50,7 @@ from .specs import (
     MetricResult,
     MetricSpec,
     Model,
+    ReleasingGenerator,
     SpecError,
     SpecLookup,
     Split,

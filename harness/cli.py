@@ -58,14 +58,32 @@ def build_parser() -> argparse.ArgumentParser:
     audit.add_argument("--audit-rows", type=int, default=1000, help="rows of D (default 1000)")
     audit.add_argument("--columns", help="comma-separated columns: audit on the dataset's projection on them "
                                          "(a worst-case dataset from the schema; default: every column)")
-    audit.add_argument("--synthetic-rows", type=int, help="synthetic rows sampled per fit (default: --audit-rows)")
+    audit.add_argument("--white-box", action="store_true",
+                       help="also attack what each generator's mechanism released (generators declaring the release "
+                            "capability) with the likelihood ratio")
+    audit.add_argument("--worst-case", action="store_true",
+                       help="draw D from the training rows sharing no cell with the target, so it sits alone in its "
+                            "cells (use a few hundred --audit-rows)")
+    audit.add_argument("--synthetic-rows", type=int,
+                       help="synthetic rows sampled per fit (default: --audit-rows; 0 with --white-box: attack the "
+                            "release alone)")
     audit.add_argument("--seed", type=int, default=0, help="seed of D, the coins and the fits (default 0)")
     audit.add_argument("--set", action="append", default=[], metavar="GENERATOR.PARAM=VALUE",
                        help="override a generator hyper-parameter (repeatable)")
     audit.add_argument("--out", required=True, type=Path, help="directory (DIR/audits/, DIR/audits.json); re-running resumes")
     audit.add_argument("--workers", type=int, help="fit processes at once (default: the number of cores)")
-    audit.add_argument("--timeout", help="wall-clock limit per process of up to 10 fits: seconds, or e.g. 30m")
+    audit.add_argument("--timeout", help="wall-clock limit per process of up to 10 fits (1,000 with --worst-case): "
+                                         "seconds, or e.g. 30m")
     audit.add_argument("--max-memory", help="resident-memory limit per fit process, e.g. 8GB")
+
+    score = sub.add_parser("score", help="score synthetic rows made elsewhere beside a run's generators")
+    score.add_argument("--dataset", required=True, help="the dataset the rows imitate (its real split scores them)")
+    score.add_argument("--synthetic", required=True, type=Path, help="the synthetic rows: a CSV or Parquet file")
+    score.add_argument("--label", required=True, help="the name the rows get in the leaderboard, e.g. vendor-x")
+    score.add_argument("--epsilon", help="the ε claimed for the rows (guarantee nominal); none given: guarantee none")
+    score.add_argument("--seed", type=int, default=0, help="the seed whose evaluation stream scores them (default 0)")
+    score.add_argument("--metrics", help="comma-separated metric names (default: the run's)")
+    score.add_argument("--out", required=True, type=Path, help="a run directory (dpgym run --out DIR)")
 
     board = sub.add_parser("leaderboard", help="aggregate a run directory into leaderboard.csv / .md")
     board.add_argument("run_dir", type=Path)

@@ -15,6 +15,7 @@ from dataclasses import replace
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from dpgym.data.datafiles import DatasetUnavailable
@@ -39,7 +40,7 @@ from dpgym.engine.suite import (
 )
 from dpgym.scaffold import ScaffoldError, new_plugin
 from dpgym.schema import SchemaError
-from dpgym.specs import Direction, SpecError
+from dpgym.specs import Capability, Direction, SpecError
 
 UNLIMITED = 10**4  # a width no table of `dpgym list` reaches
 USER_ERRORS = (PluginError, SchemaError, SpecError, SuiteError, DatasetUnavailable, ScaffoldError, InputError,
@@ -206,13 +207,16 @@ def cmd_list(registry: Registry, console: Console) -> None:
     show(mets)
 
 
-def check_run(run: Run, err: Console, retry_failed: bool) -> None:
+def check_run(run: Run, err: Console, retry_failed: bool, build: bool = True) -> None:
     """What a run checks before its first cell, a dry run too: the grid (names, hyper-parameters'
-    names and types, checked when it was expanded; the runner builds each plugin before its first cell,
-    which checks their values) and every dataset with a cell still to run, loaded once against its
-    schema (a finished run resumed loads none). Warnings (an unreviewed schema) print once."""
+    names and types, checked when it was expanded), every dataset with a cell still to run, loaded once
+    against its schema (a finished run resumed loads none), and unless `build` is False (a dry run,
+    which imports no model code) each plugin with a cell to run built once, which checks its
+    hyper-parameters' values. Warnings (an unreviewed schema) and notes print after every check."""
     stored = run.stored()
     pending = [cell for cell in run.cells if runs_again(stored[cell.key], retry_failed)]
+    if build:
+        check_builds(pending, run.registry)
     datasets = {cell.dataset for cell in pending}
     suite = run.suite
     dataset_warnings = check_datasets(replace(suite, datasets=tuple(d for d in suite.datasets if d in datasets)),
@@ -257,11 +261,11 @@ def likely_finished(store: RunStore, manifest: dict[str, Any] | None, suite: Sui
     start of worker processes; the run itself decides."""
     if manifest is None or not suite.same_grid(manifest["suite"]):
         return False
-    return sum(1 for _ in store.cells.glob("*/" + store.result_path("").name)) >= suite.size
+    results = sum(1 for _ in store.cells.glob("*/" + store.result_path("").name))
+    return results - len(store.scored()) >= suite.size  # scored rows (`dpgym score`) are no cell of the suite
 
 
 def cmd_run(args: argparse.Namespace, run: Run, console: Console) -> None:
-    from dpgym.report import write_report
     from dpgym.engine.runner import run_grid
 
     summary = run_grid(run, retry_failed=args.retry_failed, show_progress=not args.no_progress)
@@ -276,9 +280,33 @@ def cmd_run(args: argparse.Namespace, run: Run, console: Console) -> None:
         console.print(f"nothing new since the last run: {run.store.leaderboard_path('md')} and "
                       f"{run.store.report_path} are current", markup=False, soft_wrap=True)
         return
+    write_outputs(run, console)
+
+
+def write_outputs(run: Run, console: Console) -> None:
+    """The run's leaderboard files (printed in short) and report, and the stamp saying what they were built from."""
+    from dpgym.report import write_report
+
     show_leaderboard(run, console)
     console.print(f"report: {write_report(run)}")
-    write_json_atomic(run.store.outputs_stamp, stamp)
+    write_json_atomic(run.store.outputs_stamp, run.outputs_stamp())
+
+
+def cmd_score(args: argparse.Namespace, registry: Registry, console: Console) -> None:
+    """Score synthetic rows made elsewhere into a run directory (`dpgym.engine.scoring`), then rebuild its
+    leaderboard and report, where they sit beside the run's generators."""
+    from dpgym.engine.scoring import score_rows
+
+    store = RunStore(args.out)
+    if not store.manifest_path.is_file():
+        raise InputError(f"--out {args.out}: not a run directory (no run.json); score rows into a directory a suite "
+                         f"has run into (dpgym run ... --out {args.out}), to compare them with its generators")
+    epsilon = parse_epsilon(args.epsilon, "--epsilon") if args.epsilon is not None else None
+    record = score_rows(store, registry, args.dataset, args.synthetic, args.label, epsilon, args.seed,
+                        _listed(args, "metrics"))
+    console.print(f"scored {args.synthetic} as {args.label!r} on {args.dataset} (guarantee {record.method.guarantee}): "
+                  f"{len(record.metrics or {})} metric values", markup=False, soft_wrap=True)
+    write_outputs(Run.open(store, registry), console)
 
 
 def cmd_plan(args: argparse.Namespace, run: Run, console: Console) -> None:
@@ -312,14 +340,19 @@ def cmd_audit(args: argparse.Namespace, registry: Registry, console: Console, er
     from dpgym.audit.canary import GUESS_COUNTS
     from dpgym.audit.game import AuditOptions, run_audits
 
+    if args.canaries and (args.white_box or args.worst_case):
+        raise SuiteError("--white-box and --worst-case set up the distinguishing game; the one-run audit "
+                         "(--canaries) takes neither")
     if args.canaries:
         if args.canaries < 2 * min(GUESS_COUNTS):
             raise SuiteError(f"--canaries must be ≥ {2 * min(GUESS_COUNTS)} (the fewest guesses a rule makes, twice), "
                              f"got {args.canaries}")
         args.fits = 1
-    if args.fits < (1 if args.canaries else 4) or args.audit_rows < 1 or (args.synthetic_rows or 1) < 1:
-        raise SuiteError(f"--fits must be ≥ 4, --audit-rows and --synthetic-rows ≥ 1, got {args.fits}, "
-                         f"{args.audit_rows} and {args.synthetic_rows}")
+    fewest_rows = 0 if args.white_box and not args.canaries else 1
+    if args.fits < (1 if args.canaries else 4) or args.audit_rows < 1 or (
+            args.synthetic_rows is not None and args.synthetic_rows < fewest_rows):
+        raise SuiteError(f"--fits must be ≥ 4, --audit-rows ≥ 1 and --synthetic-rows ≥ {fewest_rows} "
+                         f"(0: with --white-box, the release alone is attacked), got {args.fits}, {args.audit_rows} and {args.synthetic_rows}")
     if args.workers is not None and args.workers < 1:
         raise SuiteError(f"--workers must be ≥ 1, got {args.workers}")
     epsilons = _listed(args, "epsilons", _epsilons)
@@ -334,7 +367,9 @@ def cmd_audit(args: argparse.Namespace, registry: Registry, console: Console, er
         err.print(f"dpgym: warning: {note}", markup=False, soft_wrap=True)
     check_out(args.out)
     options = AuditOptions(fits=args.fits, audit_rows=args.audit_rows, seed=args.seed, synthetic_rows=args.synthetic_rows,
-                           canaries=args.canaries, columns=tuple(_audited_columns(args, cells, registry)))
+                           canaries=args.canaries, columns=tuple(_audited_columns(args, cells, registry)),
+                           white_box=args.white_box, worst_case=args.worst_case)
+    _check_game_settings(options, cells, registry)
 
     def progress(state: Any, _: int) -> None:
         err.print(f"{state.cell.title.rsplit(' × seed', 1)[0]}: {len(state.done() & set(range(args.fits)))}/"
@@ -343,20 +378,54 @@ def cmd_audit(args: argparse.Namespace, registry: Registry, console: Console, er
     summaries = run_audits(cells, options, args.out, registry, args.workers,
                            parse_timeout(args.timeout, "--timeout") if args.timeout else None,
                            parse_memory(args.max_memory, "--max-memory") if args.max_memory else None, progress)
+    mode = "one-run canaries" if args.canaries else options.mode
     table = Table("generator", "dataset", "ε claimed", "canaries" if args.canaries else "fits", "ε lower bound (95%) [point]",
                   "attack", "verdict",
-                  title=f"empirical audit into {args.out}")
+                  title=f"empirical audit into {args.out} ({mode})")
     for s in summaries:
-        bound = (f"{s['epsilon_lower']:.3f} [{s['epsilon_point']:.3f}]" if s["status"] == "ok" else "—")
+        bound = (escape(f"{s['epsilon_lower']:.3f} [{s['epsilon_point']:.3f}]") if s["status"] == "ok" else "—")
         table.add_row(s["generator"], s["dataset"], f"{s['epsilon_claimed']:g}",
                       str(args.canaries if args.canaries else s["fits_done"]), bound,
                       s.get("attack", ""), s["verdict"])
     console.print(table)
+    estimates = [s for s in summaries if s["status"] == "ok" and (s.get("gdp") or {}).get("mu") is not None]
+    for s in estimates:
+        console.print(f"  {s['generator']} × {s['dataset']} × ε={s['epsilon_claimed']:g}: GDP estimate "
+                      f"{_gdp_estimate(s['gdp'])}", markup=False, soft_wrap=True)
+    if estimates:
+        console.print("  The verdict rests on the ε lower bound alone. A GDP estimate assumes a Gaussian trade-off curve: "
+                      "it is no bound, and overstates ε for mechanisms far from Gaussian.", markup=False, soft_wrap=True)
     for s in summaries:
         if s["status"] != "ok":
             console.print(f"  {s['generator']} × {s['dataset']} × ε={s['epsilon_claimed']:g}: {s['error']}",
                           markup=False, soft_wrap=True)
     console.print(f"audits: {RunStore(args.out).audits_index}", markup=False, soft_wrap=True)
+
+
+def _gdp_estimate(gdp: dict[str, Any]) -> str:
+    """The GDP estimate in a line: μ̂ with its interval, and the ε it implies at the cell's δ."""
+    (low, high), (eps_low, eps_high) = gdp["mu_interval"], gdp["epsilon_interval"]
+    return f"μ̂ = {gdp['mu']:.3f} [{low:.3f}, {high:.3f}] → ε̂ = {gdp['epsilon']:.2f} [{eps_low:.2f}, {eps_high:.2f}]"
+
+
+def _check_game_settings(options: Any, cells: list[Any], registry: Registry) -> None:
+    """Up front, before any fit: --white-box needs generators that expose their release, and --worst-case
+    enough training rows that share no cell with the target."""
+    from dpgym.audit.game import audited_data, worst_case_pool
+
+    if options.white_box:
+        blind = sorted({c.method.name for c in cells
+                        if Capability.RELEASE not in registry.get("generator", c.method.name).spec.capabilities})
+        if blind:
+            raise SuiteError(f"--white-box: generator {', '.join(map(repr, blind))} does not expose its release "
+                             "(Capability.RELEASE); audit it without --white-box")
+    if options.worst_case:
+        for name in sorted({c.dataset for c in cells}):
+            schema, train = audited_data(registry.dataset(name), options)
+            try:
+                worst_case_pool(train, schema, options.audit_rows, name)
+            except ValueError as err:
+                raise SuiteError(str(err)) from None
 
 
 def _audited_columns(args: argparse.Namespace, cells: list[Any], registry: Registry) -> list[str]:
@@ -467,7 +536,7 @@ def execute(args: argparse.Namespace) -> int:
         if args.command == "list":
             cmd_list(registry, console)
         elif run is not None:
-            check_run(run, err, args.retry_failed)
+            check_run(run, err, args.retry_failed, build=not args.dry_run)
             (cmd_plan if args.dry_run else cmd_run)(args, run, console)
         elif args.command == "leaderboard":
             show_leaderboard(Run.open(RunStore(args.run_dir), registry), console)
@@ -475,6 +544,8 @@ def execute(args: argparse.Namespace) -> int:
             from dpgym.report import write_report
 
             console.print(f"report: {write_report(Run.open(RunStore(args.run_dir), registry), args.out)}")
+        elif args.command == "score":
+            cmd_score(args, registry, console)
         elif args.command == "schema":
             cmd_schema_infer(args, console)
         elif args.command == "audit":

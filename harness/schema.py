@@ -36,6 +36,9 @@ class ColumnKind(enum.StrEnum):
 # Integer columns pass through float64 (in generators, metrics and CSV parsing), which is exact up
 # to here; beyond it values would round, and beyond 2^63 wrap in int64.
 MAX_EXACT_INTEGER = 2**53
+# The largest bound a numeric column may have: a square of a value or width (a variance, a squared
+# distance) stays finite below ~1.3e154, and a sum of a million such squares below ~1e303.
+MAX_BOUND = 1e150
 
 
 class SchemaError(ValueError):
@@ -68,9 +71,10 @@ class Column:
                                   "given bounds read off the rows")
             if not (math.isfinite(self.min) and math.isfinite(self.max)) or self.min >= self.max:
                 raise SchemaError(f"{where}: bounds must be finite with min < max, got [{self.min}, {self.max}]")
-            if not math.isfinite(self.max - self.min):  # scaling to [0, 1] divides by the width
-                raise SchemaError(f"{where}: bounds [{self.min:g}, {self.max:g}] are too far apart: their "
-                                  "difference overflows a float")
+            if max(-self.min, self.max) > MAX_BOUND:
+                raise SchemaError(f"{where}: bounds [{self.min:g}, {self.max:g}] go beyond ±{MAX_BOUND:g}: generators "
+                                  "and metrics square values and widths (variances, distances), which overflow a "
+                                  "float there; declare the column in other units (e.g. thousands, or a log scale)")
             if self.kind is ColumnKind.INTEGER and max(-self.min, self.max) > MAX_EXACT_INTEGER:
                 raise SchemaError(f"{where}: integer bounds [{self.min:g}, {self.max:g}] go beyond ±2^53, where "
                                   "integers are no longer exact as floats; declare the column continuous")

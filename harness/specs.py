@@ -64,6 +64,11 @@ class Capability(enum.StrEnum):
     # would otherwise rank a method that trained on the rows at ε = 0. The conformance checks hold
     # the declaration to behaviour (two different training tables give the same samples).
     READS_NO_ROWS = "reads_no_rows"
+    # The fitted generator is a `ReleasingGenerator`: it exposes what its mechanism released before
+    # post-processing, which the white-box audit attacks (`dpgym audit --white-box`). The conformance
+    # checks hold the release to the ledger (its scales imply no more than the ε charged; its noise
+    # has the scale it declares).
+    RELEASE = "release"
 
 
 def _declared_capabilities(kind: str, name: str, capabilities: frozenset[Capability],
@@ -140,6 +145,18 @@ class DensityModel(Protocol):
     """
 
     def log_prob(self, frame: pd.DataFrame) -> Any: ...
+
+
+class ReleasingGenerator(Protocol):
+    """A fitted generator that exposes its mechanism's release (declared by `Capability.RELEASE`).
+
+    `release()` returns the `dpgym.Release` of the last fit: every noisy measurement it made on the
+    training rows, before any post-processing (clipping, normalising, model fitting), with the query
+    and the noise, so that the likelihood of the release under any table can be computed. Only
+    what the fit released anyway: calling it runs no mechanism and reads no row.
+    """
+
+    def release(self) -> Any: ...
 
 
 class Model(Protocol):

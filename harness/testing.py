@@ -22,6 +22,7 @@ where its files are not here.
 from __future__ import annotations
 
 import json
+import math
 import pickle
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -223,10 +224,49 @@ def check_log_prob(subject: Subject) -> None:
     np.testing.assert_array_equal(first, second, err_msg=f"{subject.spec.name}: log_prob differs between two calls")
 
 
+def check_release_matches_ledger(subject: Subject) -> None:
+    """A generator that declares `Capability.RELEASE` releases what its ledger pays for: its
+    measurements' declared scales and sensitivities imply no more than the ε charged; each query
+    moves by at most its declared sensitivity when one row is added; and the noise in the values
+    (values − the query on the training rows) has the declared scale, within a factor of 1.5 (it
+    checks a calibration error, such as σ a few times too small, not the noise's exact law)."""
+    from dpgym.privacy.release import Release
+
+    if Capability.RELEASE not in subject.spec.capabilities:
+        pytest.skip(f"{subject.spec.name} does not declare the release capability")
+    name, table = subject.spec.name, conformance_table()
+    generator, ledger = subject.fitted(train=table)
+    release = generator.release()
+    assert isinstance(release, Release), f"{name}: release() returned {type(release).__name__}, not a dpgym.Release"
+    assert release.measurements, f"{name}: release() holds no measurement after a fit at ε = {BUDGET.epsilon}"
+    implied = release.epsilon(BUDGET.delta)
+    assert implied <= ledger.epsilon * (1 + 1e-6), (
+        f"{name}: its release's scales and sensitivities imply ε = {implied:.4g}, more than the {ledger.epsilon:.4g} "
+        "its ledger charges")
+    for m in release.measurements:
+        exact = np.asarray(m.query(table), dtype=float)
+        assert exact.shape == np.shape(m.values), f"{name}: {m.description}: the query's shape is not its values'"
+        order = 2 if m.noise == "gaussian" else 1
+        for row in range(5):
+            added = CONFORMANCE_SCHEMA.conform(pd.concat([table, table.iloc[[row]]], ignore_index=True))
+            moved = float(np.linalg.norm((np.asarray(m.query(added), dtype=float) - exact).ravel(), ord=order))
+            assert moved <= m.sensitivity + 1e-9, (
+                f"{name}: {m.description}: one added row moves the query by {moved:.4g} (L{order}), more than its "
+                f"declared sensitivity {m.sensitivity:.4g}")
+    residual = np.concatenate([(np.asarray(m.values, dtype=float) - np.asarray(m.query(table), dtype=float)).ravel()
+                               / (m.scale if m.noise == "gaussian" else m.scale * math.sqrt(2))
+                               for m in release.measurements])
+    if len(residual) >= 30:
+        spread = float(np.sqrt(np.mean(residual**2)))
+        assert 1 / 1.5 <= spread <= 1.5, (
+            f"{name}: the noise in its release is {spread:.3g} times the scale it declares; its ledger charges for "
+            "the declared scale")
+
+
 CHECKS: tuple[Callable[[Subject], None], ...] = (
     check_ledger_within_budget, check_ledger_does_not_depend_on_the_rows, check_reads_no_rows, check_samples_match_schema,
     check_empty_sample, check_deterministic_under_seed, check_seed_changes_samples, check_one_row_table, check_constant_columns,
-    check_unknown_hyper_parameter_refused, check_pickles, check_device_flag, check_log_prob,
+    check_unknown_hyper_parameter_refused, check_pickles, check_device_flag, check_log_prob, check_release_matches_ledger,
 )
 
 

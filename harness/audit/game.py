@@ -10,16 +10,25 @@ e^ε·FPR + FNR ≥ 1 − δ (Kairouz, Oh & Viswanath 2015), so error rates meas
 a lower bound on ε (Jagielski, Ullman & Oprea 2020; Nasr et al. 2021). A bound above the claimed ε
 shows the claim false; one below it proves nothing.
 
+With `white_box`, a generator that exposes its release (`Capability.RELEASE`) is also attacked there:
+the exact log-likelihood ratio of the release between D′ and D. With `worst_case`, D is drawn from the
+training rows that share no cell with the target, so the target is alone in every cell a generator
+measures (Annamalai, Ganev & De Cristofaro 2024). Both make the bound tighter without changing what
+it means: the synthetic rows are post-processing of the release.
+
 Statistics: the first half of the fits chooses the attack variant, its orientation and threshold
-(and the weights of the learned variant); the second half, which took no part in choosing, certifies
-that one test with Clopper–Pearson intervals. Each rate's two-sided 95% interval is a one-sided
-97.5% bound, so both upper bounds hold together with 95% confidence. Written by hand because no
+(and the weights of the learned variant; the likelihood ratio's threshold by a normal fit); the
+second half, which took no part in choosing, certifies that one test with Clopper–Pearson intervals,
+and the verdict rests on that bound alone. Each rate's two-sided 95% interval is a one-sided 97.5%
+bound, so both upper bounds hold together with 95% confidence. Beside the bound, an estimate that
+assumes a Gaussian trade-off curve: the μ-GDP curve fitted to the certifying half's ROC (Nasr et al.
+2023). Written by hand because no
 library runs this game or computes this bound; the pieces (the encoder, the interval, logistic
 regression) are reused.
 
-Each fit is stored on its own (`DIR/audits/<key>/fits/<i>.json`, written atomically) and fits run in
-batches in isolated child processes (`dpgym.engine.worker`), so an interrupted audit resumes from the fits
-done, and a plugin that crashes, hangs past `--timeout` or exhausts memory fails its own audit.
+Each batch of fits is stored on its own (`DIR/audits/<key>/fits/<first fit>.json`, written
+atomically) and batches run in isolated child processes (`dpgym.engine.worker`), so an interrupted
+audit resumes from the fits done, and a plugin that crashes, hangs past `--timeout` or exhausts memory fails its own audit.
 """
 
 from __future__ import annotations
@@ -36,6 +45,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+from scipy import stats
 
 import dpgym
 from dpgym.audit import canary
@@ -52,7 +62,7 @@ from dpgym.schema import Schema
 from dpgym.specs import Capability
 
 AUDIT_FORMAT = "dpgym-audit/2"
-ATTACKS = ("nearest", "cells", "log_prob")
+ATTACKS = ("nearest", "cells", "log_prob", "release")
 # The attacks' fixed constants, part of every audit's key: a public grid of this many cells per
 # numeric column (in the audit space below), and the radius within which synthetic rows count as near.
 ATTACK_BINS = 32
@@ -60,6 +70,7 @@ NEAR_RADIUS = 0.25
 # Lets the count of near rows break ties between equal nearest distances and nothing else.
 TIE_WEIGHT = 1e-9
 MAX_FITS_PER_PROCESS = 10
+WORST_CASE_FITS_PER_PROCESS = 1000
 # Inverse L2 penalty of the learned attack's logistic regression: strong, since it learns some 30
 # weights from the choosing half's 100 or so fits.
 LEARNED_C = 0.1
@@ -78,10 +89,29 @@ class AuditOptions:
     # Audit on these columns of the dataset alone (empty: all): a worst-case dataset built from the
     # schema, where one row's effect is spread over fewer released statistics.
     columns: tuple[str, ...] = ()
+    # Attack what the generator's mechanism released (`Capability.RELEASE`) with the likelihood ratio,
+    # beside the black-box attacks on its synthetic rows.
+    white_box: bool = False
+    # D drawn from the training rows that share no cell with the target (`isolated_rows`), so the
+    # target sits alone in every cell of every marginal: the worst case of Annamalai et al. (2024).
+    worst_case: bool = False
+
+    @property
+    def mode(self) -> str:
+        """The game's setting as the output states it."""
+        return " + ".join([("worst-case D" if self.worst_case else "random D"),
+                           ("white-box" if self.white_box else "black-box")])
+
+    @property
+    def fits_per_process(self) -> int:
+        """Fits a child process runs before the next starts: few when each may be slow, many in the
+        worst-case game, whose fits on a few hundred rows take milliseconds (a process costs more)."""
+        return WORST_CASE_FITS_PER_PROCESS if self.worst_case else MAX_FITS_PER_PROCESS
 
     @property
     def sample_rows(self) -> int:
-        return self.synthetic_rows or self.audit_rows
+        """0 in a white-box game that attacks the release alone: no synthetic rows, no black-box attack."""
+        return self.audit_rows if self.synthetic_rows is None else self.synthetic_rows
 
     def keyed(self) -> dict[str, Any]:
         """What decides each fit's numbers. The number of fits is left out: fit i is the same in an
@@ -90,6 +120,7 @@ class AuditOptions:
                  "seed": self.seed, "attack_bins": ATTACK_BINS, "near_radius": NEAR_RADIUS}
         if self.columns:
             keyed["columns"] = sorted(self.columns)
+        keyed |= {name: True for name in ("white_box", "worst_case") if getattr(self, name)}
         return keyed | ({"canaries": self.canaries, "guess_counts": list(canary.GUESS_COUNTS)} if self.canaries else {})
 
 
@@ -110,8 +141,40 @@ def target_record(schema: Schema) -> pd.DataFrame:
     return schema.conform(pd.DataFrame(row), "the audit's target record")
 
 
+def isolated_rows(train: pd.DataFrame, schema: Schema) -> np.ndarray:
+    """Which training rows share no cell with the target: a different category (or a missing value) in
+    every discrete column, and in every numeric column a value in the lower half of its public range in
+    the audit space (log1p for heavy-tailed columns), where no binning of two or more cells that splits
+    that space evenly, or finer, puts the target (the upper bound). On a D of such rows the target is
+    alone in its cell of every marginal a generator measures, so it moves each by a whole row."""
+    target = target_record(schema)
+    encoder = TableEncoder(schema)
+    points, point = unit_space(train, encoder), unit_space(target, encoder)[0]
+    alone = np.ones(len(train), dtype=bool)
+    for block in encoder.blocks:
+        if block.missing_flag:
+            continue
+        if block.is_numeric:
+            values = train[block.column.name]
+            alone &= values.notna().to_numpy() & (points[:, block.start] < 0.5)
+        else:
+            alone &= points[:, block.start + int(np.argmax(point[block.start:block.stop]))] == 0
+    return alone
+
+
+def worst_case_pool(train: pd.DataFrame, schema: Schema, rows: int, dataset: str) -> pd.DataFrame:
+    """The training rows D is drawn from in the worst-case game; an error naming the shortfall when
+    fewer than `rows` of them share no cell with the target."""
+    pool = train[isolated_rows(train, schema)]
+    if len(pool) < rows:
+        raise ValueError(f"--worst-case: only {len(pool)} of dataset {dataset!r}'s {len(train)} training rows share "
+                         f"no cell with the audit's target, fewer than --audit-rows {rows}; lower --audit-rows or "
+                         "audit on fewer --columns")
+    return pool
+
+
 def neighbours(train: pd.DataFrame, schema: Schema, rows: int, seed: int) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """D, a fixed subsample of the training split, and D′ = D plus the target (add/remove adjacency)."""
+    """D, a fixed subsample of `train`, and D′ = D plus the target (add/remove adjacency)."""
     if rows > len(train):
         raise ValueError(f"--audit-rows {rows} exceeds the training split's {len(train)} rows")
     without = train.sample(n=rows, random_state=seed).reset_index(drop=True)
@@ -195,7 +258,8 @@ def run_batch(batch: AuditBatch, registry: Registry, device: str = "cpu") -> tup
     params = {**cell.method.params, **({"device": "cpu"} if Capability.DEVICE in spec.capabilities else {})}
     if options.canaries:
         return {"fits": [canary.run_fit(cell, options, train, schema, spec, params)]}, None
-    without, with_target = neighbours(train, schema, options.audit_rows, options.seed)
+    pool = worst_case_pool(train, schema, options.audit_rows, cell.dataset) if options.worst_case else train
+    without, with_target = neighbours(pool, schema, options.audit_rows, options.seed)
     target = target_record(schema)
     records = []
     for fit in batch.fits:
@@ -204,10 +268,14 @@ def run_batch(batch: AuditBatch, registry: Registry, device: str = "cpu") -> tup
         generator = spec.build(params)
         ledger = generator.fit((with_target if included else without).copy(), schema, Budget(cell.epsilon, cell.delta),
                                fit_seed)
-        synthetic = schema.conform(generator.sample(options.sample_rows, sample_seed), f"generator {spec.name!r}'s sample")
-        density = generator if Capability.LOG_PROB in spec.capabilities else None
+        release = generator.release().log_likelihood_ratio(without, with_target) if options.white_box else None
+        seen = {}
+        if options.sample_rows:
+            synthetic = schema.conform(generator.sample(options.sample_rows, sample_seed),
+                                       f"generator {spec.name!r}'s sample")
+            seen = observe(synthetic, target, schema, generator if Capability.LOG_PROB in spec.capabilities else None)
         records.append({"fit": fit, "included": included, "ledger_epsilon": ledger.epsilon,
-                        "seconds": time.perf_counter() - started, **observe(synthetic, target, schema, density)})
+                        "seconds": time.perf_counter() - started, "release_llr": release, **seen})
     return {"fits": records}, None
 
 
@@ -271,15 +339,72 @@ def choose_test(scores: np.ndarray, included: np.ndarray, delta: float) -> tuple
     return orientation, threshold, Certified.of(orientation * scores >= threshold, included, delta)
 
 
+def normal_fit_test(scores: np.ndarray, included: np.ndarray, certifying: tuple[int, int],
+                    delta: float) -> tuple[int, float, Certified]:
+    """The orientation and threshold a normal fit to each class's scores on these (the choosing half's)
+    fits expects to certify best: the Clopper–Pearson bound at the certifying half's `(negatives,
+    positives)`, with the error counts the fitted normals predict there. For the likelihood-ratio
+    statistic, normal under both hypotheses for a Gaussian mechanism, this looks into tails the choosing
+    half holds few fits of, where the empirical rule (`choose_test`) would chase a handful of them."""
+    out, into = scores[~included], scores[included]
+    if min(len(out), len(into)) < 2 or not (out.std() > 0 and into.std() > 0):
+        return choose_test(scores, included, delta)
+    orientation = 1 if into.mean() >= out.mean() else -1
+    (m0, s0), (m1, s1) = ((orientation * x.mean(), x.std(ddof=1)) for x in (out, into))
+    low, high = min(m0 - 8 * s0, m1 - 8 * s1), max(m0 + 8 * s0, m1 + 8 * s1)
+    thresholds = np.linspace(low, high, 4001)
+    negatives, positives = certifying
+    false_positives = negatives * stats.norm.sf(thresholds, m0, s0)
+    false_negatives = positives * stats.norm.cdf(thresholds, m1, s1)
+    lower = _from_error_rates(clopper_pearson(false_positives, negatives)[1],
+                              clopper_pearson(false_negatives, positives)[1], delta)
+    threshold = float(thresholds[int(np.argmax(lower))])
+    return orientation, threshold, Certified.of(orientation * scores >= threshold, included, delta)
+
+
+def gdp_estimate(scores: np.ndarray, included: np.ndarray, delta: float) -> dict[str, Any]:
+    """An estimate, not a bound: the μ of the Gaussian trade-off curve (μ-GDP, Dong, Roth & Su 2022) with
+    the ROC's area on these (the certifying half's) oriented scores, μ̂ = √2·Φ⁻¹(AUC), as Nasr et al.
+    (2023) fit μ to a whole ROC; its 95% interval from the AUC's (Hanley & McNeil 1982), and the ε each
+    implies at δ. It assumes the mechanism's trade-off curve is Gaussian, and overstates ε where it is
+    not (a Laplace mechanism's), so it never decides a verdict."""
+    from opacus.accountants.analysis.gdp import eps_from_mu
+
+    out, into = scores[~included], scores[included]
+    if not (len(out) and len(into)):
+        return {"mu": None, "mu_interval": [None, None], "epsilon": None, "epsilon_interval": [None, None], "auc": None}
+    ranks = stats.rankdata(np.concatenate([into, out]))
+    auc = float((ranks[:len(into)].sum() - len(into) * (len(into) + 1) / 2) / (len(into) * len(out)))
+    q1, q2 = auc / (2 - auc), 2 * auc**2 / (1 + auc)
+    variance = (auc * (1 - auc) + (len(into) - 1) * (q1 - auc**2) + (len(out) - 1) * (q2 - auc**2)) / (len(into) * len(out))
+    half = stats.norm.ppf(0.975) * math.sqrt(max(variance, 0.0))
+
+    def mu_of(area: float) -> float:
+        return float(math.sqrt(2) * stats.norm.ppf(min(max(area, 0.5), 1 - 1e-12)))
+
+    def epsilon_of(mu: float) -> float:
+        return float(eps_from_mu(mu=mu, delta=delta)) if mu > 0 else 0.0
+
+    mus = [mu_of(auc), mu_of(auc - half), mu_of(auc + half)]
+    return {"auc": auc, "mu": mus[0], "mu_interval": mus[1:], "epsilon": epsilon_of(mus[0]),
+            "epsilon_interval": [epsilon_of(m) for m in mus[1:]]}
+
+
 def attack_scores(records: list[dict[str, Any]], choosing: np.ndarray) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     """Each attack's scores for choosing its test (on the choosing half) and for certifying it (every fit;
     only the certifying half's are used). `nearest` and `log_prob` are fixed rules; `cells` is a logistic
     regression on the target-cell counts (log1p) and the nearest-row features, fitted on the choosing half (its
     choosing scores are cross-validated, so the threshold is not chosen on scores the model fitted)."""
+    out = {}
+    if all(r.get("release_llr") is not None for r in records):
+        llr = np.array([r["release_llr"] for r in records], dtype=float)
+        out["release"] = (llr, llr)
+    if not all("nearest_distance" in r for r in records):  # the release alone was attacked
+        return out
     distance = np.array([r["nearest_distance"] for r in records])
     near = np.array([r["near_rows"] for r in records], dtype=float)
     nearest = -distance + TIE_WEIGHT * near
-    out = {"nearest": (nearest, nearest)}
+    out["nearest"] = (nearest, nearest)
     if all(r["log_prob"] is not None for r in records):
         log_prob = np.nan_to_num(np.array([r["log_prob"] for r in records], dtype=float), nan=-1e300, neginf=-1e300)
         out["log_prob"] = (log_prob, log_prob)
@@ -319,18 +444,23 @@ def analyse(records: list[dict[str, Any]], fits: int, delta: float) -> dict[str,
     choosing, certifying = index < fits // 2, index >= fits // 2
     included = np.array([r["included"] for r in records], dtype=bool)
     attacks, chosen = {}, None
+    sizes = (int((~included[certifying]).sum()), int(included[certifying].sum()))
     for name, (choose_scores, certify_scores) in attack_scores(records, choosing).items():
-        orientation, threshold, on_choosing = choose_test(choose_scores[choosing], included[choosing], delta)
+        if name == "release":
+            orientation, threshold, on_choosing = normal_fit_test(choose_scores[choosing], included[choosing], sizes, delta)
+        else:
+            orientation, threshold, on_choosing = choose_test(choose_scores[choosing], included[choosing], delta)
         certified = Certified.of(orientation * certify_scores[certifying] >= threshold, included[certifying], delta)
         attacks[name] = {**asdict(certified), "orientation": orientation, "threshold": threshold,
                          "choosing_lower": on_choosing.lower,
+                         "gdp": gdp_estimate(orientation * certify_scores[certifying], included[certifying], delta),
                          "scores": [float(s) for s in np.where(choosing, choose_scores, certify_scores)]}
         if chosen is None or on_choosing.lower > attacks[chosen]["choosing_lower"]:
             chosen = name
     headline = attacks[chosen]
     return {"attack": chosen, "epsilon_lower": headline["lower"], "epsilon_point": headline["point"],
             "epsilon_interval": [headline["lower"], headline["upper"]], "fits_done": len(records),
-            "certifying_fits": int(certifying.sum()), "attacks": attacks,
+            "certifying_fits": int(certifying.sum()), "gdp": headline["gdp"], "attacks": attacks,
             "roc": {"labels": included.tolist(), "certifying": certifying.tolist()}}
 
 
@@ -345,18 +475,23 @@ class AuditState:
     key: str
     store: RunStore
     error: str = ""
+    stored: set[int] | None = None  # the fits stored, once read
 
     def done(self) -> set[int]:
-        return {int(p.stem) for p in self.store.audit_fits(self.key)}
+        if self.stored is None:
+            self.stored = {r["fit"] for r in self.records()}
+        return self.stored
 
     def records(self) -> list[dict[str, Any]]:
-        return [json.loads(p.read_text()) for p in self.store.audit_fits(self.key)]
+        """Every stored fit: a file holds one fit, or a batch of them (a list) named by its first."""
+        stored = [json.loads(p.read_text()) for p in self.store.audit_fits(self.key)]
+        return [r for batch in stored for r in (batch if isinstance(batch, list) else [batch])]
 
 
 def batches(state: AuditState, options: AuditOptions, workers: int) -> Iterator[AuditBatch]:
     """The fits still to run, in batches small enough that every worker gets some."""
     pending = sorted(set(range(options.fits)) - state.done())
-    size = max(1, min(MAX_FITS_PER_PROCESS, math.ceil(len(pending) / workers)))
+    size = max(1, min(options.fits_per_process, math.ceil(len(pending) / workers)))
     for start in range(0, len(pending), size):
         yield AuditBatch(state.cell, options, tuple(pending[start:start + size]), state.key)
 
@@ -394,8 +529,10 @@ def run_audits(cells: list[Cell], options: AuditOptions, out: Path, registry: Re
                 if outcome.failure is not None:
                     state.error = state.error or outcome.failure["message"]
                     continue
-                for record in outcome.result["fits"]:
-                    write_json_atomic(store.audit_fit(state.key, record["fit"]), record)
+                fits = outcome.result["fits"]
+                if fits:
+                    write_json_atomic(store.audit_fit(state.key, fits[0]["fit"]), fits if len(fits) > 1 else fits[0])
+                    state.done().update(r["fit"] for r in fits)
                 if on_fits is not None:
                     on_fits(state, len(outcome.result["fits"]))
         except BaseException:
@@ -442,7 +579,7 @@ def summarise(state: AuditState, options: AuditOptions, registry: Registry) -> d
         summary.update(status="ok", mode="one_run", **canary.analyse(records[0], cell.delta),
                        fit_seconds=records[0]["seconds"])
     else:
-        summary.update(status="ok", mode="game", **analyse(records, options.fits, cell.delta),
+        summary.update(status="ok", mode="game", setting=options.mode, **analyse(records, options.fits, cell.delta),
                        fit_seconds=float(np.mean([r["seconds"] for r in records if r["fit"] < options.fits])))
     if summary["status"] == "ok" and provided.spec.guarantee == "none":  # `real`: no claim to test
         summary["verdict"] = "no claim"

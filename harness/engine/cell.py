@@ -247,8 +247,18 @@ def run_generator(cell: Cell, provided: Provided, dataset: DatasetSpec, metrics:
     raw = timed(record, "sample_seconds", "sample", lambda: generator.sample(len(split.train), seeds["sample"]))
     synthetic = stage("validate", lambda: _conform_sample(raw, len(split.train), schema, provided.spec.name))
     density = generator if Capability.LOG_PROB in provided.spec.capabilities else None
-    context = MetricContext(train=split.train, test=split.test, synthetic=synthetic, schema=schema,
-                            seed=seeds["evaluate"], generator=generator, density=density)
+    evaluate(cell, dataset, metrics, record, MetricContext(train=split.train, test=split.test, synthetic=synthetic,
+                                                           schema=schema, seed=seeds["evaluate"], generator=generator,
+                                                           density=density))
+    return synthetic
+
+
+def evaluate(cell: Cell, dataset: DatasetSpec, metrics: list[MetricSpec], record: CellRecord,
+             context: MetricContext) -> None:
+    """Stage 5's scoring: each metric on the cell's synthetic rows (`context`), with the cell's options;
+    its values and details join the record. Synthetic rows made elsewhere (`dpgym.engine.scoring`) are
+    scored by this same function."""
+    schema = context.schema
     record.metrics, record.metric_detail = {}, {}
     start = time.perf_counter()
     for metric in metrics:
@@ -262,7 +272,6 @@ def run_generator(cell: Cell, provided: Provided, dataset: DatasetSpec, metrics:
         record.metrics.update({k: float(v) for k, v in output.values.items()})
         record.metric_detail[metric.name] = output.detail
     record.timings.evaluate_seconds = time.perf_counter() - start
-    return synthetic
 
 
 def _conform_sample(raw: Any, n: int, schema: Schema, generator: str) -> pd.DataFrame:

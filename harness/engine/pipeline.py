@@ -60,7 +60,8 @@ class Run:
 
     @cached_property
     def keys(self) -> set[str]:
-        return {cell.key for cell in self.cells}
+        """The keys of the suite's cells and of the rows scored into the run directory (`dpgym score`)."""
+        return {cell.key for cell in self.cells} | set(self.store.scored())
 
     def stored(self) -> dict[str, CellRecord | None]:
         """Each cell's record as the run directory held it when the run began (None: not run yet)."""
@@ -76,8 +77,9 @@ class Run:
 
     def recorded(self, records: list[CellRecord]) -> None:
         """The records of every cell once the run has ended, those it wrote and those it found: its
-        results, without reading them back."""
-        self._results = sorted(records, key=lambda r: r.key)
+        results, without reading them back, with the rows scored into its directory (`dpgym score`)."""
+        scored = [record for key in self.store.scored() if (record := self.store.finished(key)) is not None]
+        self._results = sorted([*records, *scored], key=lambda r: r.key)
         self._leaderboard = None
 
     def leaderboard(self) -> Leaderboard:

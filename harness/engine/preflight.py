@@ -19,7 +19,7 @@ import pandas as pd
 
 from dpgym.data.datafiles import DatasetUnavailable
 from dpgym.data.inference import UnreadableTable
-from dpgym.data.splits import load_split
+from dpgym.data.splits import SplitError, load_split
 from dpgym.registry import Registry
 from dpgym.results.store import RunStore
 from dpgym.engine.suite import Suite
@@ -70,7 +70,7 @@ def check_datasets(suite: Suite, registry: Registry) -> list[str]:
                 split = load_split(spec.load)  # once: the cells a serial run runs here, and the report, reuse it
             except DatasetUnavailable:
                 continue
-            except (SchemaError, UnreadableTable) as err:
+            except (SchemaError, UnreadableTable, SplitError) as err:
                 raise InputError(f"dataset {name!r}: {err}") from None
             except Exception:  # a dataset plugin's own fault fails its cells, like any plugin's
                 continue

@@ -2,8 +2,9 @@
 each cell as it finishes, telling observer hooks and the progress display.
 
 On a terminal the display is live: the bar, every running cell with its stage and how long it has
-been in it, and the time left estimated from measured cell durations (`dpgym.engine.activity`). Without a
-terminal, or with `show_progress=False`, each finished cell prints one line instead.
+been in it, and the time left estimated from measured cell durations (`dpgym.engine.activity`). In
+Jupyter one output, replaced as cells finish, shows the latest and the counts. Elsewhere without a
+terminal (a log), or with `show_progress=False`, each finished cell prints one line instead.
 
 How one cell runs is `dpgym.engine.cell`; how a suite becomes cells is `dpgym.engine.grid`; where cells run
 (in this process, in supervised child processes, on dask) is `dpgym.engine.executors`.
@@ -99,6 +100,7 @@ def run_grid(run: Run, retry_failed: bool = False, show_progress: bool = True) -
 
         console = Console(highlight=False)
         live = show_progress and console.is_terminal
+        notebook = NotebookLine() if show_progress and not live and console.is_jupyter else None
         with RunProgress(activity, seconds_left, console=console, disable=not live) as progress, \
                 make_executor(plan, registry, activity) as executor:
             task = progress.add_task(run.suite.name, total=len(cells), completed=summary.skipped, ok=0, failed=0)
@@ -118,9 +120,11 @@ def run_grid(run: Run, retry_failed: bool = False, show_progress: bool = True) -
                 if record.ok:
                     activity.measured(cell.method.display, record.timings.total_seconds)
                 progress.update(task, advance=1, ok=summary.ok, failed=summary.failed + summary.unavailable)
-                if not live:
-                    console.print(finished_line(summary.skipped + done, len(cells), cell, record), markup=False,
-                                  soft_wrap=True)
+                line = finished_line(summary.skipped + done, len(cells), cell, record)
+                if notebook is not None:
+                    notebook.show(f"{line}\nok {summary.ok} · failed {summary.failed + summary.unavailable}")
+                elif not live:
+                    console.print(line, markup=False, soft_wrap=True)
     run.recorded(records)
     summary.messages = list(dict.fromkeys(summary.messages))
     return summary
@@ -144,6 +148,19 @@ def finished_line(count: int, total: int, cell: Cell, record: CellRecord) -> str
         return line + f" ({', '.join(f'{name} {duration(seconds)}' for name, seconds in stages)})"
     error = record.error
     return line + f" (at {error.stage if error else '?'}: {error.message if error else ''})"
+
+
+class NotebookLine:
+    """In Jupyter, where a live display needs widgets: the latest finished cell and the counts so far, one
+    output replaced in place as cells finish, instead of a line per cell."""
+
+    def __init__(self) -> None:
+        from IPython.display import display  # in a notebook's kernel, always there
+
+        self.handle = display({"text/plain": "starting"}, raw=True, display_id=True)
+
+    def show(self, text: str) -> None:
+        self.handle.update({"text/plain": text}, raw=True)
 
 
 class TimeLeft(ProgressColumn):

@@ -69,9 +69,11 @@ def notices(lb: Leaderboard, results: list[CellRecord]) -> list[str]:
                          f"{format_accounted_epsilon(r.claimed_epsilon_max)}, spends {format_accounted_epsilon(r.eps_spent)})" for r in short.itertuples())
         out.append(f"{len(short)} row(s) spent less than {UNDER_SPENT:.0%} of their ε, so they were not compared at the "
                    f"budget they are listed under: {rows}.")
+    if lb.scored:
+        out.append(lb.scored_note())
     lowered: dict[str, set[str]] = {}
     for r in results:
-        if r.method.guarantee_reason:
+        if r.method.guarantee_reason and r.cell.method not in lb.scored:
             lowered.setdefault(r.method.guarantee_reason, set()).add(f"{r.cell.method} on {r.cell.dataset}")
     for reason, where in sorted(lowered.items()):
         out.append(f"Nominal, not formal: {', '.join(sorted(where))}. {reason[0].upper()}{reason[1:]}.")
@@ -207,8 +209,9 @@ def _audit_roc(store: RunStore, audit: dict[str, Any], colour: Any) -> str:
              1 - attack["false_negatives"] / max(attack["positives"], 1))
     epsilon, delta = audit["epsilon_claimed"], audit["delta"]
     title = f"{audit['generator']}, ε = {epsilon:g}: {audit['attack']}"
-    return drawn_once(store, "audit-roc", [scores, labels, point, epsilon, delta, colour, title],
-                       lambda: figures.audit_roc(scores, labels, point, epsilon, delta, colour, title))
+    mu = (audit.get("gdp") or {}).get("mu")
+    return drawn_once(store, "audit-roc", [scores, labels, point, epsilon, delta, colour, title, mu],
+                       lambda: figures.audit_roc(scores, labels, point, epsilon, delta, colour, title, mu))
 
 
 def audit_context(store: RunStore, lb: Leaderboard, palette: dict[str, Any]) -> dict[str, Any] | None:

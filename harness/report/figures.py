@@ -299,12 +299,15 @@ def learner_auc(rows: pd.DataFrame, draws: dict[str, dict[float, list[float]]], 
 
 
 def audit_roc(scores: Sequence[float], labels: Sequence[bool], operating_point: tuple[float, float],
-              epsilon: float, delta: float, colour: tuple[float, float, float], title: str) -> str:
+              epsilon: float, delta: float, colour: tuple[float, float, float], title: str,
+              mu: float | None = None) -> str:
     """An empirical audit's ROC: the chosen attack's scores (oriented: higher means "target in") on the
     certifying fits, the test it certified as a point (false-positive rate, true-positive rate), and the
     most an (ε, δ)-DP mechanism at the claimed ε allows any test: TPR ≤ e^ε·FPR + δ and
     TPR ≤ 1 − e^−ε·(1 − δ − FPR). A curve above that line is evidence against the claim; the certified
-    bound weighs it with its confidence intervals."""
+    bound weighs it with its confidence intervals. With `mu`, the μ-GDP curve fitted to the ROC (the
+    audit's GDP estimate), TPR = Φ(Φ⁻¹(FPR) + μ), dotted: an estimate, not a limit."""
+    from scipy.stats import norm
     from sklearn.metrics import roc_curve
 
     false_positive, true_positive, _ = roc_curve(np.asarray(labels, dtype=bool), np.asarray(scores, dtype=float))
@@ -314,6 +317,9 @@ def audit_roc(scores: Sequence[float], labels: Sequence[bool], operating_point: 
     ax.plot([0, 1], [0, 1], color="grey", linewidth=0.6)
     ax.plot(rate, limit, color="black", linestyle="--", linewidth=1, label=f"(ε = {epsilon:g}, δ)-DP limit")
     ax.step(false_positive, true_positive, where="post", color=colour, label="attack")
+    if mu is not None:
+        ax.plot(rate, norm.cdf(norm.ppf(rate) + mu), color=colour, linestyle=":", linewidth=1,
+                label=f"fitted μ-GDP, μ̂ = {mu:.2f}")
     ax.plot(*operating_point, "o", color=colour, markeredgecolor="black", label="certified test", clip_on=False,
             zorder=3)
     ax.set(xlim=(0, 1), ylim=(0, 1.02), xlabel="false-positive rate", ylabel="true-positive rate")

@@ -68,7 +68,7 @@ from scipy import stats
 from dpgym.audit import learners
 from dpgym.audit.matching import match_audits
 from dpgym.registry import Registry
-from dpgym.results.records import CellRecord
+from dpgym.results.records import SCORED, CellRecord
 from dpgym.results.store import RunStore
 from dpgym.specs import Direction
 
@@ -144,6 +144,7 @@ def cell_rows(results: list[CellRecord]) -> pd.DataFrame:
         rows.append({
             "generator": cell.method,
             "plugin": r.method.name,
+            "scored": r.method.kind == SCORED,
             "task": r.task,
             "dataset": cell.dataset,
             "epsilon": cell.epsilon,
@@ -267,8 +268,8 @@ def aggregate(cells: pd.DataFrame, directions: dict[str, Direction]) -> pd.DataF
             # may flatter the generator, so the row is not ranked on it.
             incomplete[m].append(bool(values.notna().any() and values.isna().any()))
         row: dict[str, Any] = dict(zip(GROUP, key))
-        row.update(task=group.task.iloc[0], n_seeds=len(ok), failures=int(group.charged.sum()),
-                   fit_seconds_mean=scored.fit_seconds.mean())
+        row.update(task=group.task.iloc[0], scored=bool(group.scored.all()), n_seeds=len(ok),
+                   failures=int(group.charged.sum()), fit_seconds_mean=scored.fit_seconds.mean())
         for m in metrics:
             where = interval_key(row["generator"], row["dataset"], row["epsilon"], row["delta"], m)
             mean, std, low, high = mean_and_interval(scored[f"metric:{m}"], where)
@@ -296,7 +297,7 @@ def aggregate(cells: pd.DataFrame, directions: dict[str, Direction]) -> pd.DataF
         if m not in directions:  # no declared direction (e.g. a value of an older dpgym): nothing to rank by
             continue
         higher = directions[m] is Direction.HIGHER
-        for _, part in board.groupby(["dataset", "epsilon"]):
+        for _, part in board[~board.scored].groupby(["dataset", "epsilon"]):  # scored rows: no verified ε
             board.loc[part.index, f"{m}_rank"] = ci_rank(part, m, higher)
         board.loc[board.index[incomplete[m]], f"{m}_rank"] = math.nan
     return board
@@ -419,6 +420,12 @@ def overall_ranking(board: pd.DataFrame, directions: dict[str, Direction], ranke
     learners are compared in a section of their own. Generators with a row flagged by the privacy
     check (`privacy_check`) are left out."""
     ranked = [m for m in ranked if m in directions and m in metric_names(board)]
+    if "scored" in board and board.scored.any():
+        ranking = overall_ranking(board[~board.scored], directions, ranked, alpha)
+        ranking.excluded = sorted(set(ranking.excluded) | set(board.generator[board.scored]))
+        ranking.statement += (f" Scored rows ({', '.join(sorted(set(board.generator[board.scored])))}) are shown, not "
+                              "ranked: made elsewhere, no ledger verifies their ε.")
+        return ranking
     learners = board.task == "private_learning"
     if learners.any() and not learners.all():
         ranking = overall_ranking(board[~learners], directions, ranked, alpha)
@@ -477,10 +484,13 @@ def ranks_by_dataset(board: pd.DataFrame, directions: dict[str, Direction], rank
     method wins and where it loses: per block, (rank − 1) / (generators in the block − 1), so 0 is the
     best and 1 the worst whatever the number of generators that ran there, averaged over the dataset's
     blocks (each ranked value at each ε). Unlike the overall ranking, a generator run on part of the
-    grid is ranked wherever it ran; generators flagged by the privacy check and private learners are not."""
+    grid is ranked wherever it ran; generators flagged by the privacy check, private learners and scored
+    rows (no verified ε) are not."""
     keep = board.task != "private_learning"
     if "privacy_check" in board:
         keep &= board.privacy_check == ""
+    if "scored" in board:
+        keep &= ~board.scored.astype(bool)
     table = _block_table(board[keep], directions, [m for m in ranked if m in directions])
     if table.empty:
         return pd.DataFrame()
@@ -536,6 +546,22 @@ class Leaderboard:
     @property
     def metrics(self) -> list[str]:
         return metric_names(self.board)
+
+    @property
+    def scored(self) -> list[str]:
+        """The labels of synthetic rows made elsewhere (`dpgym score`): shown beside the generators, not ranked."""
+        return sorted(set(self.cells.generator[self.cells.scored])) if len(self.cells) else []
+
+    def scored_note(self) -> str:
+        """What a reader must know of the scored rows: their claim is unverified, so they are not ranked."""
+        if not self.scored:
+            return ""
+        rows = self.board[self.board.generator.isin(self.scored)]
+        listed = "; ".join(f"{r.generator} on {r.dataset} at ε = {r.epsilon:g} (guarantee {r.guarantee})"
+                           for r in rows.itertuples())
+        return (f"Scored rows, shown and not ranked: {listed}. Their synthetic rows were made elsewhere and scored by "
+                "`dpgym score`: no ledger records how they were made, so any ε stated for them is a claim dpgym has "
+                "not verified (guarantee nominal; none when no ε was stated).")
 
     def failures(self) -> pd.DataFrame:
         return self.cells[self.cells.charged][["generator", "dataset", "epsilon", "seed", "status", "error",

@@ -19,6 +19,7 @@ from dpgym.privacy.ledger import Ledger, Reaccounting
 from dpgym.specs import CellInfo
 
 RESULT_FORMAT = "dpgym-result/2"
+SCORED = "scored"  # the method kind of synthetic rows made elsewhere (`dpgym score`): no ledger, never ranked
 RESULT_FORMAT_1 = "dpgym-result/1"
 
 

@@ -80,6 +80,8 @@ def to_markdown(lb: Leaderboard) -> str:
                  "Mean over seeds with its 95% bootstrap CI; `#r` = rank, where generators whose CIs overlap share a "
                  "rank. Failed cells are charged the uniform baseline's scores (see the README). A value missing "
                  "from some of a row's seeds is averaged over the others and not ranked.\n")
+    if lb.scored:
+        lines.append(lb.scored_note() + "\n")
     if "eps_lower" in board:
         unmatched = len(lb.unmatched_audits)
         lines.append(AUDIT_NOTE + (f" {unmatched} audit(s) in this folder match no row." if unmatched else "") + "\n")

@@ -10,6 +10,7 @@
     DIR/leaderboard.{md,csv,json}    the leaderboard; DIR/report.html the report; DIR/outputs.json
                                      what they were built from
     DIR/compare-<reference>.{md,json} a comparison with a paper's figures
+    DIR/scored.json                  the cells of synthetic rows made elsewhere (`dpgym score`), by key
     DIR/figures/                     the report's drawn figures, kept while their cells stay the same
 
 A cell folder appears only complete (written under a temporary name, then renamed), so a run
@@ -119,6 +120,7 @@ class RunStore:
         self.figures = self.root / "figures"
         self.report_path = self.root / "report.html"
         self.outputs_stamp = self.root / "outputs.json"
+        self.scored_index = self.root / "scored.json"
 
     # --- the layout -------------------------------------------------------------------------------
 
@@ -277,6 +279,19 @@ class RunStore:
             shutil.rmtree(old)
         else:
             os.replace(tmp, final)
+
+    def scored(self) -> dict[str, dict[str, Any]]:
+        """The cells of scored rows (`dpgym score`) by key: label, dataset, ε and seed of each."""
+        return json.loads(self.scored_index.read_text()) if self.scored_index.exists() else {}
+
+    def add_scored(self, record: CellRecord) -> None:
+        """List a scored cell written with `write_cell`, in place of an earlier one of the same label,
+        dataset, ε and seed (whose folder is kept, but no longer shown)."""
+        cell = record.cell
+        entry = {"label": cell.method, "dataset": cell.dataset, "epsilon": cell.to_dict()["epsilon"], "seed": cell.seed}
+        kept = {key: e for key, e in self.scored().items() if key != record.key and
+                [e["label"], e["dataset"], e["epsilon"], e["seed"]] != list(entry.values())}
+        write_json_atomic(self.scored_index, {**kept, record.key: entry})
 
     def cells_outside(self, keys: set[str]) -> list[str]:
         """Keys of stored cells that are not among `keys` (e.g. cells of a suite run here before)."""

@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from dpgym import DatasetSpec, SpecLookup, Split, combined_checksum
+from dpgym import DatasetSpec, SpecLookup, Split, combined_checksum, split_rows
 
 
 class DatasetArgumentError(ValueError):
@@ -72,7 +72,6 @@ def rebalance(split: Split, target: str, undersample: float, test: float | None)
     rate and re-split per dataset); DP-HFlow may have reused it, which is not known
     (docs/methods/dp-hflow.md#datasets). The variant is the dataset: the generator's DP guarantee is
     with respect to the training part it receives."""
-    from sklearn.model_selection import train_test_split  # here, not at the top: `dpgym list` imports this module
     rng = np.random.default_rng(REBALANCE_SEED)
     labels = split.train[target]
     majority = np.flatnonzero((labels == labels.value_counts().idxmax()).to_numpy())
@@ -80,8 +79,7 @@ def rebalance(split: Split, target: str, undersample: float, test: float | None)
     kept = split.train.drop(index=split.train.index[dropped]).reset_index(drop=True)
     if test is None:
         return Split(train=kept, test=split.test)
-    train, held_out = train_test_split(kept, test_size=test, stratify=kept[target], random_state=REBALANCE_SEED)
-    return Split(train=train.reset_index(drop=True), test=held_out.reset_index(drop=True))
+    return split_rows(kept, test, REBALANCE_SEED, stratify=target, what=f"the rows kept by undersample={undersample!r}")
 
 
 def rebalanceable(base: DatasetSpec) -> DatasetSpec:

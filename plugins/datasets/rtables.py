@@ -16,7 +16,7 @@ from functools import partial
 
 import pandas as pd
 
-from dpgym import DatasetSpec, REPO_DATA, Schema, Split, files_availability, verified
+from dpgym import DatasetSpec, REPO_DATA, Schema, Split, files_availability, split_rows, verified
 
 TEST_SHARE = 0.2
 SPLIT_SEED = 0
@@ -29,9 +29,7 @@ def read(relative: str, sha256: str) -> pd.DataFrame:
 
 def stratified_split(frame: pd.DataFrame, target: str) -> Split:
     """Stratified on `target`, `TEST_SHARE` held out, seed `SPLIT_SEED`."""
-    from sklearn.model_selection import train_test_split  # here, not at the top: `dpgym list` imports this module
-    train, test = train_test_split(frame, test_size=TEST_SHARE, stratify=frame[target], random_state=SPLIT_SEED)
-    return Split(train=train.reset_index(drop=True), test=test.reset_index(drop=True))
+    return split_rows(frame, TEST_SHARE, SPLIT_SEED, stratify=target)
 
 
 def load(name: str, relative: str, sha256: str, schema: Callable[[], Schema],

@@ -26,7 +26,7 @@ import pandas as pd
 
 from dpgym import (
     DatasetSpec, DatasetUnavailable, PARQUET_SUFFIXES, Schema, SchemaError, SpecLookup, Split,
-    UnreviewedSchemaWarning, combined_checksum, hookimpl, read_table, sha256_of,
+    UnreviewedSchemaWarning, combined_checksum, hookimpl, read_table, sha256_of, split_rows,
 )
 from dpgym.plugins.datasets.parametric import DatasetArgumentError, parse_options
 
@@ -76,7 +76,6 @@ def _rows(path: Path) -> tuple[pd.DataFrame, str]:
 
 
 def load(data: Path, options: dict) -> Split:
-    from sklearn.model_selection import train_test_split  # here, not at the top: `dpgym list` imports this module
     schema_path = options.get("schema") or default_schema_path(data)
     table = schema(schema_path)
     frame, what = _rows(data)
@@ -85,10 +84,8 @@ def load(data: Path, options: dict) -> Split:
         return Split(train=table.conform(frame, what), test=table.conform(test, test_what))
     if "split_column" in options:
         return _split_by_column(frame, what, table, options["split_column"])
-    train, test = train_test_split(
-        table.conform(frame, what), test_size=options.get("test_fraction", 0.2), random_state=options.get("seed", 0)
-    )
-    return Split(train=train.reset_index(drop=True), test=test.reset_index(drop=True))
+    return split_rows(table.conform(frame, what), options.get("test_fraction", 0.2), options.get("seed", 0),
+                      what=f"{data} (a seeded split; test=FILE or split_column=NAME choose the test rows instead)")
 
 
 def _split_by_column(frame: pd.DataFrame, what: str, table: Schema, column: str) -> Split:

@@ -55,7 +55,7 @@ estimator (about 9 with `mbi`'s, which compiles every round; docs/measurements.m
 
 from __future__ import annotations
 
-from dpgym import Deferred, GeneratorSpec, Guarantee, hookimpl
+from dpgym import Capability, Deferred, GeneratorSpec, Guarantee, hookimpl
 
 DEFAULTS = {
     "numeric_bins": 100,
@@ -75,6 +75,7 @@ SPEC = GeneratorSpec(
     factory=Deferred("dpgym.plugins.marginal.aim:AIM"),
     guarantee=Guarantee.FORMAL,
     defaults=DEFAULTS,
+    capabilities=frozenset({Capability.RELEASE}),
     quick_params={"numeric_bins": 8, "rounds_per_column": 2, "estimation_iters": 50},
     description="AIM: adaptive rounds measuring the worst-approximated workload marginal (exponential "
                 "mechanism, budget annealing, zCDP), a Private-PGM model sampled i.i.d.",

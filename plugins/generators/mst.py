@@ -35,7 +35,7 @@ Defaults and where they come from ("tuned on" marks a value chosen from rows tha
 
 from __future__ import annotations
 
-from dpgym import Deferred, GeneratorSpec, Guarantee, hookimpl
+from dpgym import Capability, Deferred, GeneratorSpec, Guarantee, hookimpl
 
 DEFAULTS = {"numeric_bins": 100, "estimation_iters": 5000, "selection_iters": 1000}
 
@@ -45,6 +45,7 @@ SPEC = GeneratorSpec(
     factory=Deferred("dpgym.plugins.marginal.mst:MST"),
     guarantee=Guarantee.FORMAL,
     defaults=DEFAULTS,
+    capabilities=frozenset({Capability.RELEASE}),
     quick_params={"numeric_bins": 8, "estimation_iters": 100, "selection_iters": 50},
     description="MST: noisy 1-way marginals and a spanning tree of 2-way ones chosen by the exponential "
                 "mechanism (zCDP), a Private-PGM model sampled i.i.d.",

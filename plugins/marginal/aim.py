@@ -91,8 +91,10 @@ class AIM(MarginalGenerator):
 
         measurements = Measurements()
         for name in sizes:
-            measurements.add((name,), measure(answers[(name,)], sigma, rng), sigma)
+            noisy = measure(answers[(name,)], sigma, rng)
+            measurements.add((name,), noisy, sigma)
             ledger.measurement(sigma, f"AIM: 1-way marginal of {name!r}")
+            self._released((name,), noisy, sigma)
         self.phase_seconds_ = dict.fromkeys(PHASES, 0.0)
         self.iterations_: list[int] = []  # each estimate's mirror-descent iterations (numpy estimator)
         clock = time.process_time()
@@ -140,8 +142,10 @@ class AIM(MarginalGenerator):
             if self.estimator == "mbi" and chosen not in measurements.precision:  # the compiled ones are done with
                 forget_compiled_estimates()
             lap("scoring")
-            measurements.add(chosen, measure(answers[chosen], sigma, rng), sigma)
+            noisy = measure(answers[chosen], sigma, rng)
+            measurements.add(chosen, noisy, sigma)
             ledger.measurement(sigma, f"AIM round {round_number}: the selected marginal")
+            self._released(chosen, noisy, sigma)
 
             model = refit(model, self.round_tolerance)
             lap("estimation")

@@ -72,6 +72,7 @@ class MST(MarginalGenerator):
         for name in names:
             noisy = measure(marginal_counts(cells, sizes, (name,)), oneway_sigma, rng)
             ledger.measurement(oneway_sigma, f"MST: 1-way marginal of {name!r}")
+            self._released((name,), noisy, oneway_sigma)
             oneway.append(linear_measurement((name,), noisy, oneway_sigma))
         total = Measurements(fixed=oneway).total()
 
@@ -90,8 +91,10 @@ class MST(MarginalGenerator):
             edges = self._spanning_tree(cells, domain, measurements, total, phase_rho, ledger, rng)
             edge_sigma = gaussian_sigma(phase_rho / len(edges))
             for edge in edges:
-                measurements.add(edge, measure(marginal_counts(cells, domain.config, edge), edge_sigma, rng), edge_sigma)
+                noisy = measure(marginal_counts(cells, domain.config, edge), edge_sigma, rng)
+                measurements.add(edge, noisy, edge_sigma)
                 ledger.measurement(edge_sigma, "MST: 2-way marginal of a selected tree edge")
+                self._released(edge, noisy, edge_sigma, mappings)
         return ModelMarginals(estimate(domain, measurements, self.estimation_iters, total))
 
     def _spanning_tree(self, cells: dict[str, np.ndarray], domain: mbi.Domain, oneway: Measurements, total: float,

@@ -20,7 +20,7 @@ Defaults and where they come from ("tuned on" marks a value chosen from rows tha
 
 from __future__ import annotations
 
-from dpgym import Deferred, GeneratorSpec, Guarantee, hookimpl
+from dpgym import Capability, Deferred, GeneratorSpec, Guarantee, hookimpl
 
 
 SPEC = GeneratorSpec(
@@ -29,6 +29,7 @@ SPEC = GeneratorSpec(
     factory=Deferred("dpgym.plugins.generators.independent.model:Independent"),
     guarantee=Guarantee.FORMAL,
     defaults={"mechanism": "gaussian", "numeric_bins": 32, "given_target": True},
+    capabilities=frozenset({Capability.RELEASE}),
     description="DP histograms of every column on its public domain (per target class by default), sampled independently",
 )
 

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 import pandas as pd
 
-from dpgym import Budget, Column, ColumnKind, GaussianEvent, Guarantee, LaplaceEvent, Ledger, Schema
+from dpgym import Budget, Column, ColumnKind, GaussianEvent, Guarantee, LaplaceEvent, Ledger, Measurement, Release, Schema
 from dpgym.privacy import calibrate_gaussian
 
 
@@ -82,6 +83,7 @@ class Independent:
         elif self.mechanism == "gaussian":
             sigma = calibrate_gaussian(budget.epsilon, budget.delta) * math.sqrt(d)
             counts = {k: v + rng.normal(0.0, sigma, v.shape) for k, v in counts.items()}
+            self.noise_ = ("gaussian", sigma)
             ledger = Ledger(Guarantee.FORMAL)
             ledger.record(GaussianEvent(l2_sensitivity=math.sqrt(d), sigma=sigma), epsilon=budget.epsilon,
                           delta=budget.delta, accountant="analytic Gaussian (Balle & Wang 2018)",
@@ -89,26 +91,42 @@ class Independent:
         else:
             scale = d / budget.epsilon
             counts = {k: v + rng.laplace(0.0, scale, v.shape) for k, v in counts.items()}
+            self.noise_ = ("laplace", scale)
             ledger = Ledger(Guarantee.FORMAL)
             ledger.record(LaplaceEvent(l1_sensitivity=float(d), scale=scale), epsilon=budget.epsilon, accountant="pure",
                           description=f"histograms of all {d} columns, one release")
+        self.noisy_ = counts if budget.is_private else None
         self.probabilities_ = {k: _normalise(v) for k, v in counts.items()}
         return ledger
 
+    def release(self) -> Release:
+        """The noisy histograms before clipping and normalising, as one measurement (all d histograms
+        flattened in column order): one row moves one count of each, so the query's L2 sensitivity is √d
+        and its L1 sensitivity d, the values the noise was calibrated to. An ε = ∞ fit released exact
+        counts: no measurements."""
+        if self.noisy_ is None:
+            return Release(())
+        noise, scale = self.noise_
+        d = len(self.noisy_)
+        values = np.concatenate([v.ravel() for v in self.noisy_.values()])
+        return Release((Measurement(values, partial(_histograms, self), noise, scale,
+                                    math.sqrt(d) if noise == "gaussian" else float(d), f"histograms of all {d} columns"),))
+
     def _counts(self, train: pd.DataFrame) -> dict[str, np.ndarray]:
         """Histogram counts per column: 1-D, or (target classes × cells) for features given the target."""
-        cells = {name: bins.cells(train[name]) for name, bins in self.bins_.items()}
-        if self.target_ is None:
-            return {name: np.bincount(c, minlength=self.bins_[name].size).astype(float) for name, c in cells.items()}
-        label, classes = cells[self.target_], self.bins_[self.target_].size
-        counts = {}
-        for name, c in cells.items():
-            if name == self.target_:
-                counts[name] = np.bincount(c, minlength=classes).astype(float)
-            else:
-                size = self.bins_[name].size
-                counts[name] = np.bincount(label * size + c, minlength=classes * size).reshape(classes, size).astype(float)
-        return counts
+        label = None if self.target_ is None else self.bins_[self.target_].cells(train[self.target_])
+        return {name: self._column_counts(train, name, label) for name in self.bins_}
+
+    def _column_counts(self, train: pd.DataFrame, name: str, label: np.ndarray | None) -> np.ndarray:
+        """Column `name`'s histogram, within each class of `label` (the target's cells) unless it is None
+        or the column is the target."""
+        bins = self.bins_[name]
+        cells = bins.cells(train[name])
+        if label is None or name == self.target_:
+            return np.bincount(cells, minlength=bins.size).astype(float)
+        classes = self.bins_[self.target_].size
+        counts = np.bincount(label * bins.size + cells, minlength=classes * bins.size)
+        return counts.reshape(classes, bins.size).astype(float)
 
     def sample(self, n: int, seed: int) -> pd.DataFrame:
         rng = np.random.default_rng(seed)
@@ -134,6 +152,12 @@ class Independent:
                 values = np.clip(np.round(values), col.min, col.max)
             columns[col.name] = pd.Series(np.where(absent, np.nan, values)).astype(col.dtype)
         return pd.DataFrame(columns)
+
+
+def _histograms(generator: Independent, frame: pd.DataFrame) -> np.ndarray:
+    """The exact histograms of every column on `frame`, in the fitted generator's cells, flattened as
+    its release's values are (the release's query)."""
+    return np.concatenate([v.ravel() for v in generator._counts(frame).values()])
 
 
 def _normalise(noisy_counts: np.ndarray) -> np.ndarray:

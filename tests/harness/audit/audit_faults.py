@@ -12,14 +12,14 @@ import numpy as np
 import pandas as pd
 import torch
 
-from dpgym import Budget, GeneratorSpec, Ledger, Schema, hookimpl
+from dpgym import Budget, GaussianEvent, GeneratorSpec, Guarantee, Ledger, Schema, hookimpl
 from dpgym.plugins.generators.dp_vae import SPEC as DP_VAE_SPEC
 from dpgym.plugins.generators.dp_vae.model import DPVAE
 from dpgym.plugins.generators.independent import SPEC as INDEPENDENT_SPEC
 from dpgym.plugins.generators.independent.model import Independent, _normalise
-from dpgym.privacy import PrivatePhase
+from dpgym.privacy import PrivatePhase, calibrate_gaussian
 
-QUIETER = 10.0  # how much less noise `independent_quiet` adds than its ledger records
+QUIETER = 10.0  # how much less noise the DP-SGD plants add than their ledgers record
 
 
 class Resampler(Independent):
@@ -35,13 +35,39 @@ class Resampler(Independent):
 
 
 class QuietIndependent(Independent):
-    """(b) Gaussian noise `QUIETER` times smaller than the σ its ledger records."""
+    """(b) Gaussian noise `quieter` times smaller than the σ its ledger records (and its release declares)."""
+
+    quieter = 10.0
 
     def fit(self, train: pd.DataFrame, schema: Schema, budget: Budget, seed: int) -> Ledger:
         ledger = super().fit(train, schema, budget, seed)
         rng = np.random.default_rng(seed)
-        sigma = ledger.entries[0].event.sigma / QUIETER
-        self.probabilities_ = {k: _normalise(v + rng.normal(0.0, sigma, v.shape)) for k, v in self._counts(train).items()}
+        sigma = ledger.entries[0].event.sigma / self.quieter
+        self.noisy_ = {k: v + rng.normal(0.0, sigma, v.shape) for k, v in self._counts(train).items()}
+        self.probabilities_ = {k: _normalise(v) for k, v in self.noisy_.items()}
+        return ledger
+
+
+class QuietIndependent4(QuietIndependent):
+    """(b) Gaussian noise 4 times smaller than the σ its ledger records (and its release declares)."""
+
+    quieter = 4.0
+
+
+class UnderstatedSensitivity(Independent):
+    """(e) Noise calibrated to each histogram's L2 sensitivity 1 instead of the joint release's √d (d
+    histograms, each moved by one row): its ledger records sensitivity 1 with that σ and re-accounts."""
+
+    def fit(self, train: pd.DataFrame, schema: Schema, budget: Budget, seed: int) -> Ledger:
+        super().fit(train, schema, budget, seed)
+        rng = np.random.default_rng(seed)
+        sigma = calibrate_gaussian(budget.epsilon, budget.delta)
+        self.noisy_ = {k: v + rng.normal(0.0, sigma, v.shape) for k, v in self._counts(train).items()}
+        self.noise_ = ("gaussian", sigma)
+        self.probabilities_ = {k: _normalise(v) for k, v in self.noisy_.items()}
+        ledger = Ledger(Guarantee.FORMAL)
+        ledger.record(GaussianEvent(l2_sensitivity=1.0, sigma=sigma), epsilon=budget.epsilon, delta=budget.delta,
+                      accountant="analytic Gaussian (Balle & Wang 2018)", description="histograms, one release")
         return ledger
 
 
@@ -117,6 +143,8 @@ class PlantedFaults:
     def dpgym_generators(self) -> list[GeneratorSpec]:
         return [_with_fault(INDEPENDENT_SPEC, "resampler", Resampler),
                 _with_fault(INDEPENDENT_SPEC, "independent_quiet", QuietIndependent),
+                _with_fault(INDEPENDENT_SPEC, "independent_quiet4", QuietIndependent4),
+                _with_fault(INDEPENDENT_SPEC, "independent_understated", UnderstatedSensitivity),
                 _with_fault(INDEPENDENT_SPEC, "independent_private_bounds", PrivateBounds),
                 _with_fault(DP_VAE_SPEC, "dp_vae_quiet", QuietDPVAE),
                 _with_fault(DP_VAE_SPEC, "dp_vae_shuffled", ShuffledDPVAE)]

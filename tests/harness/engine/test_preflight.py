@@ -52,6 +52,8 @@ MALFORMED_SCHEMAS = {
     "a one-category target": (SCHEMA.replace('kind = "binary"\ncategories = ["no", "yes"]',
                                              'kind = "categorical"\ncategories = ["no"]'),
                               "target 'smoker' must be a discrete column with two or more categories"),
+    "a bound whose square overflows": (SCHEMA.replace("max = 2.5", "max = 1.7e308"),
+                                       "column 'height': bounds [0.5, 1.7e+308] go beyond ±1e+150"),
 }
 
 
@@ -109,6 +111,22 @@ def test_a_hyper_parameter_of_the_wrong_type_is_refused_before_the_run(tmp_path,
     data = write_dataset(tmp_path)
     refused(capsys, run(data, tmp_path / "out", "--set", "independent.numeric_bins=2.5", dry_run=dry_run),
             "generator 'independent'", "numeric_bins=2.5 (the default is 32)")
+
+
+@pytest.mark.parametrize("setting", ["independent.numeric_bins=0", "independent.mechanism=bogus"])
+def test_a_hyper_parameter_value_the_plugin_refuses_is_the_only_line_printed(tmp_path, capsys, setting):
+    data = write_dataset(tmp_path)
+    refused(capsys, run(data, tmp_path / "out", "--set", setting), "generator 'independent'",
+            setting.split(".")[1].split("=")[0])
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("dry_run", [False, True], ids=["run", "dry-run"])
+def test_a_csv_too_small_to_split_is_refused_saying_how_many_rows_the_split_needs(tmp_path, capsys, dry_run):
+    data = write_dataset(tmp_path, rows=people(1).to_csv(index=False))
+    refused(capsys, run(data, tmp_path / "out", dry_run=dry_run), str(data), "1 row cannot be split",
+            "needs at least 2 rows")
+    assert not (tmp_path / "out").exists()
 
 
 @pytest.mark.parametrize("dry_run", [False, True], ids=["run", "dry-run"])

@@ -437,3 +437,25 @@ def test_narrowing_a_suite_cuts_each_restriction_and_survives_the_manifest(regis
     assert again.same_grid(narrowed.to_dict()) and again.size == narrowed.size == 2 * 2 * 2 + 1
     # A generator left with no cell leaves the grid rather than holding an empty part of it.
     assert [g.name for g in suite.narrowed(epsilons=(0.5,)).generators] == ["uniform"]
+
+
+def test_in_jupyter_the_progress_is_one_output_updated_in_place(registry, tmp_path, monkeypatch):
+    import sys
+    import types
+
+    from dpgym.engine.runner import run_suite
+
+    shown: list[str] = []
+
+    class Handle:
+        def update(self, data, raw):
+            shown.append(data["text/plain"])
+
+    display = types.ModuleType("IPython.display")
+    display.display = lambda *args, **kwargs: Handle()
+    monkeypatch.setitem(sys.modules, "IPython", types.ModuleType("IPython"))
+    monkeypatch.setitem(sys.modules, "IPython.display", display)
+    monkeypatch.setattr("rich.console._is_jupyter", lambda: True)
+    run_suite(grid("uniform", "independent", seeds=(0,)), RunStore(tmp_path / "out"), registry,
+              settings=Settings(executor="serial"))
+    assert len(shown) == 2 and shown[-1].startswith("[2/2] ok: ") and shown[-1].endswith("ok 2 · failed 0")

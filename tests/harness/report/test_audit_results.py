@@ -81,6 +81,9 @@ def test_the_report_shows_each_audit_beside_the_claim_with_its_roc(audited_run, 
     assert f"<td>{audit['fits_done']}</td><td class=\"text\">{audit['attack']}</td>" in section
     assert 'src="data:image/png;base64,' in section.split('alt="audit ROC of uniform on adult at epsilon 1"')[0]
     assert section.count("<img") == 1  # the ε = 2 audit matches no row: named, not drawn
+    gdp = audit["gdp"]
+    assert f"{gdp['mu']:.3f} [{gdp['mu_interval'][0]:.3f}, {gdp['mu_interval'][1]:.3f}] → {gdp['epsilon']:.3f}" in section
+    assert "an estimate that assumes a Gaussian trade-off curve, never a bound" in section
     assert "match no row of this run" in section and "uniform × adult × ε = 2" in section
     assert "generators that <code>dpgym audit</code> tested the empirical audit's" in html  # the leaderboard's legend
 
