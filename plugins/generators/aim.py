@@ -9,7 +9,7 @@ In zCDP, the total ρ calibrated so that its (ε, δ) conversion (`dpgym.privacy
    within its size limit, draw one with the exponential mechanism, scoring r by
    w_r·(‖M_r(D) − M_r(model)‖₁ − √(2/π)·σ·n_r) (n_r cells, weight w_r = Σ_s |r ∩ s| over workload
    marginals s, sensitivity max w_r); measure it with Gaussian noise σ; refit the model
-   (Private-PGM, `mbi`, warm-started);
+   (Private-PGM's mirror descent, warm-started);
 3. budget: T = 16·d planned rounds, each with ρ/T of which α = 0.9 measures (σ = √(T / (2αρ))) and
    1 − α selects (ε = √(8(1 − α)ρ / T)); when the model moved less than the measurement's expected
    noise (‖after − before‖₁ ≤ √(2/π)·σ·n_r) the round was too noisy to help, so σ halves and ε
@@ -36,15 +36,21 @@ Defaults and where they come from ("tuned on" marks a value chosen from rows tha
   the reference implementation's defaults; the paper's experiments also use 3-way workloads
   (`degree = 3`).
 - estimation_iters 1000 (Private-PGM iterations per round, and once more after the last round): the
-  reference implementation.
+  reference implementation. round_tolerance 1e-4 (**dpgym**): a round's estimate, warm-started from
+  the last, stops once the loss fell by at most 1e-4 of itself over each of two consecutive blocks
+  of 50 iterations (`mbi`'s `tol` rule); 0 runs the full count every round. The estimate after
+  the last round always runs the full count. estimator "numpy" (**dpgym**): Private-PGM's mirror
+  descent, `mbi`'s steps in numpy, which compiles nothing; "mbi" is `mbi`'s JAX estimator, which
+  compiles a program for each new set of measured cliques and runs wherever JAX does (a GPU with a
+  CUDA jaxlib: untested here).
 - numeric_bins 100: the authors' discretization of Adult in private-pgm (`data/adult-domain.json`), as
   for `mst`, whose docstring says more.
 
-Cost: each round's 1,000 iterations take time in proportion to the model's size, which the limit lets
-grow with the budget spent. On Adult at ε ≤ 1 a fit takes minutes on 2 CPU cores; at ε = 4 the model
-reaches 10 MB by round 40 of 240 and a round then takes minutes, so a fit takes on the order of a
-CPU-day (docs/measurements.md#marginal). `max_model_size` and `estimation_iters` trade that time
-for accuracy.
+Cost: each round's iterations take time in proportion to the model's size, which the limit lets
+grow with the budget spent. On Adult at ε = 1 a fit took 1–2 CPU-minutes with the numpy
+estimator (about 9 with `mbi`'s, which compiles every round; docs/measurements.md#aim-estimator); at
+ε = 4 the model reaches 10 MB by round 40 of 240, and with `mbi` a fit took on the order of a CPU-day
+(docs/measurements.md#marginal). `max_model_size` and `estimation_iters` trade that time for accuracy.
 """
 
 from __future__ import annotations
@@ -59,11 +65,13 @@ DEFAULTS = {
     "measurement_share": 0.9,
     "max_model_size": 80.0,
     "estimation_iters": 1000,
+    "round_tolerance": 1e-4,
+    "estimator": "numpy",
 }
 
 SPEC = GeneratorSpec(
     name="aim",
-    version="1",
+    version="2",
     factory=Deferred("dpgym.plugins.marginal.aim:AIM"),
     guarantee=Guarantee.FORMAL,
     defaults=DEFAULTS,

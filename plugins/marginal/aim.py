@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import itertools
 import math
+import time
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from dpgym.plugins.marginal.generator import MarginalGenerator
 from dpgym.plugins.marginal.model import (
-    Clique, Measurements, ModelMarginals, estimate, forget_compiled_estimates, marginal_counts, measure, model_domain,
+    ESTIMATORS, Clique, Measurements, ModelMarginals, estimate, forget_compiled_estimates, marginal_counts, measure, model_domain,
     model_size_mb,
 )
 from dpgym.privacy import (
@@ -20,6 +21,12 @@ from dpgym.privacy import (
 
 if TYPE_CHECKING:
     import mbi
+
+    from dpgym.plugins.marginal.mirror_descent import FittedModel
+
+# Where a fit's CPU time goes (`AIM.phase_seconds_`): the model-size limit of each candidate, scoring
+# the candidates and drawing one, Private-PGM's estimates, and the model's marginals after each.
+PHASES = ("size limit", "scoring", "estimation", "projection")
 
 # E‖N(0, σ²)ⁿ‖₁ = σ·n·√(2/π): the L1 error a measurement of n cells at noise σ is expected to have.
 EXPECTED_ABSOLUTE_NOISE = math.sqrt(2 / math.pi)
@@ -32,8 +39,13 @@ class AIM(MarginalGenerator):
     method = "AIM"
 
     def __init__(self, numeric_bins: int, estimation_iters: int, degree: int, max_cells: int, rounds_per_column: int,
-                 measurement_share: float, max_model_size: float):
+                 measurement_share: float, max_model_size: float, round_tolerance: float = 0.0,
+                 estimator: str = "numpy"):
         super().__init__(numeric_bins, estimation_iters)
+        if not round_tolerance >= 0:
+            raise ValueError(f"round_tolerance must be ≥ 0, got {round_tolerance}")
+        if estimator not in ESTIMATORS:
+            raise ValueError(f"estimator must be one of {', '.join(ESTIMATORS)}, got {estimator!r}")
         if degree < 1:
             raise ValueError(f"degree must be ≥ 1, got {degree}")
         if max_cells < 1:
@@ -49,6 +61,8 @@ class AIM(MarginalGenerator):
         self.rounds_per_column = rounds_per_column
         self.measurement_share = measurement_share
         self.max_model_size = max_model_size
+        self.round_tolerance = round_tolerance
+        self.estimator = estimator
 
     def candidates(self, sizes: dict[str, int]) -> dict[Clique, float]:
         """Every marginal inside a workload marginal (all `degree`-way ones of at most `max_cells`
@@ -81,8 +95,26 @@ class AIM(MarginalGenerator):
             measurements.add((name,), noisy, sigma)
             ledger.measurement(sigma, f"AIM: 1-way marginal of {name!r}")
             self._released((name,), noisy, sigma)
-        model = estimate(domain, measurements, self.estimation_iters)
+        self.phase_seconds_ = dict.fromkeys(PHASES, 0.0)
+        self.iterations_: list[int] = []  # each estimate's mirror-descent iterations (numpy estimator)
+        clock = time.process_time()
+
+        def lap(phase: str) -> None:
+            nonlocal clock
+            now = time.process_time()
+            self.phase_seconds_[phase] += now - clock
+            clock = now
+
+        def refit(warm_start: FittedModel | None, tolerance: float) -> FittedModel:
+            fitted = estimate(domain, measurements, self.estimation_iters, warm_start=warm_start, tolerance=tolerance,
+                              estimator=self.estimator)
+            self.iterations_.append(fitted.iterations)
+            return fitted
+
+        model = refit(None, self.round_tolerance)
+        lap("estimation")
         marginals = ModelMarginals(model)
+        lap("projection")
 
         round_number, final = 0, False
         while not final:
@@ -99,6 +131,7 @@ class AIM(MarginalGenerator):
                 size_limit = self.max_model_size
 
             allowed = self.within_size_limit(candidates, model, domain, size_limit)
+            lap("size limit")
             bias = EXPECTED_ABSOLUTE_NOISE * sigma
             estimates = marginals.project_many(list(allowed))
             scores = np.array([weight * (np.abs(answers[r] - estimates[r].ravel()).sum() - bias * answers[r].size)
@@ -106,14 +139,16 @@ class AIM(MarginalGenerator):
             sensitivity = max(allowed.values())
             chosen = list(allowed)[exponential_mechanism(scores, epsilon, sensitivity, rng)]
             ledger.selection(epsilon, sensitivity, f"AIM round {round_number}: the worst-approximated candidate")
-            if chosen not in measurements.precision:  # a new model structure: the compiled ones are done with
+            if self.estimator == "mbi" and chosen not in measurements.precision:  # the compiled ones are done with
                 forget_compiled_estimates()
+            lap("scoring")
             noisy = measure(answers[chosen], sigma, rng)
             measurements.add(chosen, noisy, sigma)
             ledger.measurement(sigma, f"AIM round {round_number}: the selected marginal")
             self._released(chosen, noisy, sigma)
 
-            model = estimate(domain, measurements, self.estimation_iters, warm_start=model)
+            model = refit(model, self.round_tolerance)
+            lap("estimation")
             if final:
                 break
             refitted = ModelMarginals(model)
@@ -121,10 +156,13 @@ class AIM(MarginalGenerator):
                 # The measurement moved the model less than its noise: anneal, spending 4× per round.
                 sigma, epsilon = sigma / 2, epsilon * 2
             marginals = refitted
-        # As the reference implementation, Private-PGM runs once more after the last round.
-        return ModelMarginals(estimate(domain, measurements, self.estimation_iters, warm_start=model))
+            lap("projection")
+        # As the reference implementation, Private-PGM runs once more after the last round, its full count.
+        final_model = refit(model, 0.0)
+        lap("estimation")
+        return ModelMarginals(final_model)
 
-    def within_size_limit(self, candidates: dict[Clique, float], model: mbi.MarkovRandomField, domain: mbi.Domain,
+    def within_size_limit(self, candidates: dict[Clique, float], model: FittedModel, domain: mbi.Domain,
                           size_limit: float) -> dict[Clique, float]:
         """The candidates the model can take: inside one of its cliques already, or keeping its size
         within the limit, which grows with the share of the budget spent."""

@@ -1,5 +1,6 @@
-"""`mbi` (Private-PGM on JAX) fits a graphical model to noisy marginals; its marginals and samples
-are then read in numpy from the model's junction tree.
+"""A graphical model fitted to noisy marginals by Private-PGM's mirror descent (in numpy,
+`mirror_descent`, or `mbi`'s JAX estimator); its marginals and samples are then read in numpy from
+the model's junction tree.
 
 Why not `mbi`'s own `project` and `synthetic_data`: a marginal over attributes that no clique of the
 model holds goes through `variable_elimination`, which JAX compiles anew for every query and every
@@ -27,7 +28,6 @@ from dataclasses import dataclass, field
 
 import jax
 import numpy as np
-from scipy import special
 
 jax.config.update("jax_enable_x64", True)
 jax.config.update("jax_enable_compilation_cache", False)
@@ -36,6 +36,7 @@ import mbi  # noqa: E402  (after 64-bit mode, which it checks on import)
 import networkx as nx  # noqa: E402
 
 from dpgym.plugins.marginal.draws import inverse_cdf_draws  # noqa: E402
+from dpgym.plugins.marginal.mirror_descent import FittedModel, mirror_descent, structure  # noqa: E402
 
 Clique = tuple[str, ...]
 
@@ -117,23 +118,40 @@ class Measurements:
         return mbi.estimation.minimum_variance_unbiased_total(self.linear())
 
 
-def estimate(domain: mbi.Domain, measurements: Measurements, iters: int, total: float | None = None,
-             warm_start: mbi.MarkovRandomField | None = None) -> mbi.MarkovRandomField:
-    """Private-PGM's estimate: mirror descent with Armijo step sizes (McKenna et al. 2019, Alg. 1). The
-    number of rows is `total`, or else `measurements.total()`.
+ESTIMATORS = ("numpy", "mbi")
 
-    A new set of measured cliques is a new program for JAX: its compilation, not the iterations,
-    is most of the time (on Adult, seconds against 0.1–0.3 s for 1,000 iterations). Compiling the
-    loop ahead on a second thread (`mbi`'s `precompile`) did not shorten AIM on 2 cores."""
-    return mbi.estimation.MirrorDescent().estimate(domain, measurements.linear(), known_total=total, iters=iters,
-                                                   warm_start=warm_start)
+
+def estimate(domain: mbi.Domain, measurements: Measurements, iters: int, total: float | None = None,
+             warm_start: FittedModel | None = None, tolerance: float = 0.0,
+             estimator: str = "numpy") -> FittedModel:
+    """Private-PGM's estimate: mirror descent with Armijo step sizes (McKenna et al. 2019, Alg. 1). The
+    number of rows is `total`, or else `measurements.total()`; `tolerance` > 0 stops once the loss
+    has converged (`mirror_descent`'s rule).
+
+    `estimator` "numpy" (`mirror_descent`) computes nothing ahead; "mbi" is `mbi`'s JAX estimator,
+    which compiles a program for every new set of measured cliques (on Adult 4–10 s, against
+    0.1–0.3 s for its 1,000 iterations) and runs on whatever device JAX uses."""
+    linear = measurements.linear()
+    total = measurements.total() if total is None else total
+    if estimator == "numpy":
+        return mirror_descent(domain, linear, total, iters, warm_start, tolerance)
+    if estimator != "mbi":
+        raise ValueError(f"estimator must be one of {', '.join(ESTIMATORS)}, got {estimator!r}")
+    start = None
+    if warm_start is not None:
+        start = mbi.CliqueVector(domain, warm_start.cliques, {c: mbi.Factor(domain.project(c), table)
+                                                             for c, table in warm_start.potentials.items()})
+    model = mbi.estimation.MirrorDescent().estimate(domain, linear, known_total=total, iters=iters, warm_start=start,
+                                                    tol=tolerance if tolerance > 0 else None)
+    return FittedModel(domain, list(model.cliques), {c: np.asarray(f.values) for c, f in model.potentials.tables.items()},
+                       float(model.total))
 
 
 def forget_compiled_estimates() -> None:
-    """Drop the programs JAX compiled to estimate models of earlier structures. Each keeps about a
-    thousand memory mappings; AIM compiles new ones every round, and past Linux's default limit of
-    65,530 mappings per process LLVM cannot map the next one (AIM on Census aborted after 27 minutes).
-    A structure never comes back once AIM has measured a new clique."""
+    """Drop the programs JAX compiled to estimate models of earlier structures (the "mbi"
+    estimator). Each keeps about a thousand memory mappings; AIM compiles new ones every round, and
+    past Linux's default limit of 65,530 mappings per process LLVM cannot map the next one (AIM on
+    Census aborted after 27 minutes). A structure never comes back once AIM has measured a new clique."""
     mbi.estimation.Estimator._multi_step.clear_cache()
     mbi.marginal_oracles.message_passing_hugin.clear_cache()
 
@@ -141,9 +159,13 @@ def forget_compiled_estimates() -> None:
 class ModelMarginals:
     """A fitted model's distribution as count tables over its junction tree's maximal cliques."""
 
-    def __init__(self, model: mbi.MarkovRandomField):
-        tree, _ = mbi.junction_tree.make_junction_tree(model.domain, model.cliques)
-        self.tables = _clique_tables(model, tree)
+    def __init__(self, model: FittedModel | mbi.MarkovRandomField):
+        if isinstance(model, mbi.MarkovRandomField):
+            model = FittedModel(model.domain, list(model.cliques),
+                                {c: np.asarray(f.values) for c, f in model.potentials.tables.items()}, float(model.total))
+        plan = structure(model.domain, tuple(model.cliques))
+        self.tables = {node: table * model.total for node, table in plan.distributions(model.potentials).items()}
+        tree = plan.tree.copy()
         # Parts of the model that share no attribute are independent: joined by an edge whose
         # separator is empty, they make one tree and need no special case below.
         parts = [min(part) for part in nx.connected_components(tree)]
@@ -252,28 +274,6 @@ class ModelMarginals:
         return drawn
 
 
-def _clique_tables(model: mbi.MarkovRandomField, tree: nx.Graph) -> dict[Clique, np.ndarray]:
-    """The model's counts over each maximal clique of its junction tree, by belief propagation on
-    the tree (the HUGIN schedule of `mbi.marginal_oracles.message_passing_hugin`) in numpy: `mbi`'s
-    jitted version compiles for every new model structure, which took about 3 s per AIM round on
-    Adult, over a hundred times the computation itself (20 ms)."""
-    cliques = mbi.junction_tree.maximal_cliques(tree)
-    holder = mbi.clique_utils.clique_mapping(cliques, model.cliques, model.domain)
-    beliefs = {clique: np.zeros(model.domain.project(clique).shape) for clique in cliques}
-    for clique, potential in model.potentials.tables.items():
-        beliefs[holder[clique]] = beliefs[holder[clique]] + _aligned(np.asarray(potential.values), clique, holder[clique])
-    messages: dict[tuple[Clique, Clique], tuple[np.ndarray, Clique]] = {}  # log-space table, its attributes
-    for sender, receiver in mbi.junction_tree.message_passing_order(tree):
-        belief = beliefs[sender]
-        if (receiver, sender) in messages:  # HUGIN: take out what the receiver already sent
-            belief = belief - _aligned(*messages[receiver, sender], sender)
-        separator = tuple(a for a in sender if a in receiver)
-        summed_out = tuple(i for i, a in enumerate(sender) if a not in receiver)
-        messages[sender, receiver] = (special.logsumexp(belief, axis=summed_out) if summed_out else belief, separator)
-        beliefs[receiver] = beliefs[receiver] + _aligned(*messages[sender, receiver], receiver)
-    return {clique: np.exp(belief - special.logsumexp(belief)) * float(model.total) for clique, belief in beliefs.items()}
-
-
 def _pass_on(table: np.ndarray, clique: Clique, received: tuple[np.ndarray, Clique] | None, source: str,
              target: Clique) -> np.ndarray:
     """The counts over (`source`, *`target`) for `target` inside `clique`: from `clique`'s own table
@@ -295,14 +295,6 @@ def _pass_on(table: np.ndarray, clique: Clique, received: tuple[np.ndarray, Cliq
     result = received_counts.reshape(math.prod(batch), counts.shape[0], math.prod(inner)) @ conditional
     result = result.reshape(*batch, counts.shape[0], *[table.shape[clique.index(x)] for x in added])
     return _einsum([(result, shared + (source,) + added)], (source, *target))
-
-
-def _aligned(table: np.ndarray, attributes: Clique, target: Clique) -> np.ndarray:
-    """`table` over `attributes` (a subset of `target`, any order) with its axes in `target`'s
-    order and a length-1 axis for each attribute it lacks, so that it broadcasts against a table
-    over `target`."""
-    order = sorted(range(len(attributes)), key=lambda i: target.index(attributes[i]))
-    return np.transpose(table, order).reshape([table.shape[attributes.index(a)] if a in attributes else 1 for a in target])
 
 
 def _einsum(factors: list[tuple[np.ndarray, Clique]], output: Clique) -> np.ndarray:
