@@ -73,8 +73,10 @@ class AIM(MarginalGenerator):
         if not workload:
             raise ValueError(f"AIM: no {degree}-way marginal has at most max_cells={self.max_cells} cells, so the "
                              "workload is empty; raise max_cells or lower degree")
-        closure = {r for w in workload for k in range(1, degree + 1) for r in itertools.combinations(w, k)}
-        closure.update((name,) for name in sizes)  # every 1-way marginal is measured first
+        # In the schema's column order, not a set's: the exponential mechanism picks a candidate by its
+        # index, so an order that followed string hashing would make a seed's draws vary by process.
+        closure = dict.fromkeys(r for w in workload for k in range(1, degree + 1) for r in itertools.combinations(w, k))
+        closure.update(dict.fromkeys((name,) for name in sizes))  # every 1-way marginal is measured first
         return {r: float(sum(len(set(r) & set(w)) for w in workload)) for r in sorted(closure, key=len)}
 
     def _fit_model(self, cells: dict[str, np.ndarray], rho: float, ledger: ZcdpLedger,

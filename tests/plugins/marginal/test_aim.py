@@ -130,3 +130,30 @@ def test_a_non_private_run_measures_exact_marginals_for_the_planned_rounds(corre
     ledger = generator.fit(correlated, CORRELATED_SCHEMA, Budget(math.inf, 1e-5), seed=0)
     assert ledger.is_non_private
     CORRELATED_SCHEMA.validate(generator.sample(200, seed=1), "AIM samples at ε = ∞")
+
+
+# A fit in a fresh interpreter: Python salts string hashing per process (PYTHONHASHSEED), so anything
+# that iterates a set of column names differs between processes, never within one.
+FIT_IN_A_PROCESS = """
+import hashlib
+from dpgym import Budget
+from dpgym.plugins.generators import aim
+from tests.plugins.marginal.support import CORRELATED_SCHEMA, correlated_table
+generator = aim.SPEC.build({"numeric_bins": 8, "rounds_per_column": 2, "estimation_iters": 50})
+generator.fit(correlated_table(1000), CORRELATED_SCHEMA, Budget(1.0, 1e-5), seed=0)
+print(hashlib.sha256(generator.sample(300, seed=1).to_csv().encode()).hexdigest())
+"""
+
+
+@pytest.mark.slow
+def test_a_seed_gives_the_same_rows_whatever_the_processs_string_hashing():
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[3]
+    digests = {subprocess.run([sys.executable, "-c", FIT_IN_A_PROCESS], capture_output=True, text=True, check=True,
+                              cwd=root, env={**os.environ, "PYTHONHASHSEED": str(salt)}, timeout=600).stdout
+               for salt in (1, 2, 3)}
+    assert len(digests) == 1
