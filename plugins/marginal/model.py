@@ -141,10 +141,14 @@ def estimate(domain: mbi.Domain, measurements: Measurements, iters: int, total: 
     if warm_start is not None:
         start = mbi.CliqueVector(domain, warm_start.cliques, {c: mbi.Factor(domain.project(c), table)
                                                              for c, table in warm_start.potentials.items()})
-    model = mbi.estimation.MirrorDescent().estimate(domain, linear, known_total=total, iters=iters, warm_start=start,
-                                                    tol=tolerance if tolerance > 0 else None)
-    return FittedModel(domain, list(model.cliques), {c: np.asarray(f.values) for c, f in model.potentials.tables.items()},
-                       float(model.total))
+    return fitted_from_mbi(mbi.estimation.MirrorDescent().estimate(
+        domain, linear, known_total=total, iters=iters, warm_start=start, tol=tolerance if tolerance > 0 else None))
+
+
+def fitted_from_mbi(model: mbi.MarkovRandomField) -> FittedModel:
+    """`mbi`'s model as the numpy estimator's: its log-potentials as arrays."""
+    return FittedModel(model.domain, list(model.cliques),
+                       {c: np.asarray(f.values) for c, f in model.potentials.tables.items()}, float(model.total))
 
 
 def forget_compiled_estimates() -> None:
@@ -159,10 +163,7 @@ def forget_compiled_estimates() -> None:
 class ModelMarginals:
     """A fitted model's distribution as count tables over its junction tree's maximal cliques."""
 
-    def __init__(self, model: FittedModel | mbi.MarkovRandomField):
-        if isinstance(model, mbi.MarkovRandomField):
-            model = FittedModel(model.domain, list(model.cliques),
-                                {c: np.asarray(f.values) for c, f in model.potentials.tables.items()}, float(model.total))
+    def __init__(self, model: FittedModel):
         plan = structure(model.domain, tuple(model.cliques))
         self.tables = {node: table * model.total for node, table in plan.distributions(model.potentials).items()}
         tree = plan.tree.copy()

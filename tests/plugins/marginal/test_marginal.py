@@ -12,7 +12,7 @@ import pytest
 
 from dpgym import Column, ColumnKind, Schema
 from dpgym.plugins.marginal.domain import TableDomain
-from dpgym.plugins.marginal.model import ModelMarginals, mbi  # mbi as configured there (64-bit JAX)
+from dpgym.plugins.marginal.model import ModelMarginals, fitted_from_mbi, mbi  # mbi as configured there (64-bit JAX)
 from dpgym.privacy import exponential_mechanism, total_rho, zcdp_epsilon
 from tests.plugins.marginal.support import CORRELATED_SCHEMA
 
@@ -73,7 +73,7 @@ CYCLE = {"a": 3, "b": 4, "c": 2, "d": 3, "e": 2, "f": 3}, [("a", "b"), ("b", "c"
 def test_marginals_from_the_junction_tree_equal_mbi_variable_elimination(attributes):
     model = random_model(*CYCLE)
     exact = np.asarray(mbi.marginal_oracles.variable_elimination(model.potentials, attributes, 500.0).values)
-    np.testing.assert_allclose(ModelMarginals(model).project(attributes), exact, rtol=1e-9, atol=1e-9)
+    np.testing.assert_allclose(ModelMarginals(fitted_from_mbi(model)).project(attributes), exact, rtol=1e-9, atol=1e-9)
 
 
 # a ladder whose separators hold two attributes, so counts passed on keep one and sum the other,
@@ -88,7 +88,7 @@ def test_many_marginals_at_once_equal_the_whole_joint_tables_sums(model):
     fitted = random_model(sizes, cliques, seed=3)
     queries = [*itertools.combinations(sizes, 2), *[(b, a) for a, b in itertools.combinations(sizes, 2)],
                *itertools.combinations(sizes, 1), ("a", "e", "b"), ("f", "a", "e")]
-    answers = ModelMarginals(fitted).project_many(queries)
+    answers = ModelMarginals(fitted_from_mbi(fitted)).project_many(queries)
     assert list(answers) == queries
     letters = "".join(sizes)  # one-letter attributes: einsum subscripts
     log_joint = np.zeros(tuple(sizes.values()))  # the whole joint table, small here: the exact answers
@@ -104,7 +104,7 @@ def test_many_marginals_at_once_equal_the_whole_joint_tables_sums(model):
 
 
 def test_samples_are_iid_draws_from_the_model_and_follow_the_seed():
-    marginals = ModelMarginals(random_model(*CYCLE))
+    marginals = ModelMarginals(fitted_from_mbi(random_model(*CYCLE)))
     rows = marginals.sample(200_000, np.random.default_rng(1))
     counts = pd.crosstab(rows["b"], rows["e"]).to_numpy() / 200_000
     assert np.abs(counts - marginals.project(("b", "e")) / 500.0).max() < 0.01
