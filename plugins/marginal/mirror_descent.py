@@ -75,14 +75,12 @@ class Structure:
         self.summed = {(i, j): tuple(k for k, a in enumerate(i) if a not in j) for i, j in self.order}
         holder = mbi.clique_utils.clique_mapping(self.nodes, list(cliques), domain)
         self.holder = {c: tuple(holder[c]) for c in cliques}
+        self.summing = {node: SummingTree(node, [c for c in cliques if self.holder[c] == node], domain)
+                        for node in self.nodes}
 
     def _log_potentials(self, potentials: dict[Clique, np.ndarray]) -> dict[Clique, np.ndarray]:
         """Each tree node's log-potential: the sum of the potentials it holds."""
-        logs = {node: np.zeros(self.shapes[node]) for node in self.nodes}
-        for clique, table in potentials.items():
-            node = self.holder[clique]
-            logs[node] += _into(table, clique, node)
-        return logs
+        return {node: tree.spread(potentials, self.shapes[node]) for node, tree in self.summing.items()}
 
     def distributions(self, potentials: dict[Clique, np.ndarray]) -> dict[Clique, np.ndarray]:
         """The model's probabilities over every tree node."""
@@ -142,8 +140,63 @@ class Structure:
     def marginals(self, potentials: dict[Clique, np.ndarray], total: float) -> dict[Clique, np.ndarray]:
         """μ: the model's counts over each potential clique, axes in the clique's order."""
         tables, sums = self._calibrated(potentials)
-        return {clique: _project(tables[node], node, clique) * (total / sums[node])
-                for clique, node in self.holder.items()}
+        mu = {}
+        for node, tree in self.summing.items():
+            for clique, table in tree.project(tables[node]).items():
+                mu[clique] = table * (total / sums[node])
+        return mu
+
+
+class SummingTree:
+    """How one tree node's table reaches the potential cliques it holds, and back. Summed out one
+    clique at a time, a node of 362,880 cells holding 8 cliques (AIM on Adult at ε = 4) costs 8 passes
+    over the whole table per iteration, and as many again to add the potentials up into it. Here an
+    attribute that many of the cliques lack is summed out once, and those cliques are read from the
+    smaller table, recursively: the node's table is passed over a few times, the rest are smaller.
+
+    `steps` are (larger, smaller, axis): `smaller` is `larger` summed over `axis`; `reads` gives the
+    table each clique is read from (its attributes in the node's order)."""
+
+    def __init__(self, node: Clique, cliques: list[Clique], domain: mbi.Domain):
+        self.node = node
+        self.steps: list[tuple[Clique, Clique, int]] = []
+        self.reads: dict[Clique, Clique] = {}
+        self._plan(node, cliques, domain)
+
+    def _plan(self, attributes: Clique, cliques: list[Clique], domain: mbi.Domain) -> None:
+        rest = []
+        for clique in cliques:
+            if set(clique) == set(attributes):
+                self.reads[clique] = attributes
+            else:
+                rest.append(clique)
+        while rest:  # sum out the attribute most of the rest lack (the larger, on a tie)
+            dropped = max(attributes, key=lambda a: (sum(a not in c for c in rest), domain[a], a))
+            smaller = tuple(a for a in attributes if a != dropped)
+            self.steps.append((attributes, smaller, attributes.index(dropped)))
+            self._plan(smaller, [c for c in rest if dropped not in c], domain)
+            rest = [c for c in rest if dropped in c]
+
+    def project(self, table: np.ndarray) -> dict[Clique, np.ndarray]:
+        """The sums of `table` (over the node) onto each clique, axes in the clique's order."""
+        tables = {self.node: table}
+        for larger, smaller, axis in self.steps:
+            tables[smaller] = tables[larger].sum(axis=axis)
+        return {clique: _project(tables[read], read, clique) for clique, read in self.reads.items()}
+
+    def spread(self, potentials: dict[Clique, np.ndarray], shape: tuple[int, ...]) -> np.ndarray:
+        """The sum of the cliques' potentials as a table over the node (each broadcast over the
+        attributes it lacks): added up from the smallest tables of `steps` to the node."""
+        sums: dict[Clique, np.ndarray] = {}
+        for clique, read in self.reads.items():
+            table = _into(potentials[clique], clique, read)
+            sums[read] = sums[read] + table if read in sums else table
+        for larger, smaller, axis in reversed(self.steps):
+            if smaller in sums:
+                table = np.expand_dims(sums.pop(smaller), axis)
+                sums[larger] = sums[larger] + table if larger in sums else table
+        total = sums.get(self.node)
+        return np.zeros(shape) if total is None else np.broadcast_to(total, shape).copy()
 
 
 def _project(table: np.ndarray, attributes: Clique, onto: Clique) -> np.ndarray:

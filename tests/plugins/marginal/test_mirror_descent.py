@@ -3,11 +3,15 @@ the convergence tolerance has the marginals of the full 1,000 iterations."""
 
 from __future__ import annotations
 
+import itertools
+import math
+
+import mbi
 import numpy as np
 import pytest
 
 from dpgym.plugins.marginal.domain import TableDomain
-from dpgym.plugins.marginal.mirror_descent import mirror_descent
+from dpgym.plugins.marginal.mirror_descent import SummingTree, _into, _project, mirror_descent
 from dpgym.plugins.marginal.model import Measurements, ModelMarginals, estimate, marginal_counts, measure, model_domain
 from tests.plugins.marginal.support import CORRELATED_SCHEMA
 
@@ -65,3 +69,26 @@ def test_stopping_at_the_tolerance_keeps_the_full_counts_marginals(problem):
     stopped = mirror_descent(domain, linear, total, 1000, first, tolerance=1e-4)
     assert full.iterations == 1000 and stopped.iterations < 1000
     assert max_relative_gap(full, stopped) < 1e-2
+
+
+def test_a_summing_tree_reads_and_spreads_a_nodes_cliques_as_one_at_a_time_would():
+    """A node holding many cliques (as AIM's junction trees do at ε = 4) sums shared attributes out
+    once; every clique's table and the node's summed potentials are what summing each alone gives."""
+    node = ("a", "b", "c", "d", "e")
+    domain = mbi.Domain(node, [3, 4, 2, 5, 3])
+    cliques = [("b", "a"), ("c", "e"), ("a", "d", "e"), ("d",), ("e", "b", "c"), node]
+    cliques += [pair for pair in itertools.combinations(node, 2) if pair not in cliques and pair[::-1] not in cliques]
+    tree = SummingTree(node, cliques, domain)
+    rng = np.random.default_rng(0)
+    table = rng.random(domain.shape)
+    projected = tree.project(table)
+    assert set(projected) == set(cliques)
+    for clique in cliques:
+        np.testing.assert_allclose(projected[clique], _project(table, node, clique), rtol=1e-12)
+    # Shared sums: fewer cells read than one pass over the node per clique it does not equal.
+    cells_read = sum(math.prod(domain[a] for a in larger) for larger, _, _ in tree.steps)
+    assert cells_read < 0.5 * (len(cliques) - 1) * domain.size()
+    potentials = {c: rng.normal(size=tuple(domain[a] for a in c)) for c in cliques}
+    expected = sum(np.broadcast_to(_into(potentials[c], c, node), domain.shape) for c in cliques)
+    np.testing.assert_allclose(tree.spread(potentials, domain.shape), expected, rtol=1e-12)
+    assert np.array_equal(SummingTree(node, [], domain).spread({}, domain.shape), np.zeros(domain.shape))
