@@ -35,6 +35,7 @@ Clique = tuple[str, ...]
 
 CHECK_EVERY = 50  # iterations between convergence checks (`mbi`'s CALLBACK_EVERY)
 PATIENCE = 2  # consecutive converged blocks before stopping (`mbi`'s default patience)
+SMALLEST_SUM = 1e-250  # a node's table summing to less is recomputed in log space
 
 
 @dataclass
@@ -94,7 +95,8 @@ class Structure:
         table divided by the message it received from the receiver, scaled to a maximum of 1
         (constant factors cancel when each node is normalised). In log space, as `mbi` does it,
         every message costs an exponential of its sender's whole table, three times the time on
-        Adult. Where a table underflows to no mass, the log-space schedule runs instead."""
+        Adult. Where a table underflows to no mass (or next to none: a sum under `SMALLEST_SUM`,
+        whose reciprocal would turn its zeros into NaN counts), the log-space schedule runs instead."""
         tables = self._log_potentials(potentials)
         for table in tables.values():
             table -= table.max()
@@ -112,7 +114,8 @@ class Structure:
             messages[sender, receiver] = message
             tables[receiver] *= self._moved(message, sender, receiver)
         sums = {node: float(table.sum()) for node, table in tables.items()}
-        if all(math.isfinite(z) and z > 0 for z in sums.values()):
+        # A sum of denormal size would overflow the factor that scales its table to counts.
+        if all(math.isfinite(z) and z > SMALLEST_SUM for z in sums.values()):
             return tables, sums
         logs = self.beliefs(potentials)
         tables = {node: np.exp(log - _logsumexp(log, tuple(range(log.ndim)))) for node, log in logs.items()}

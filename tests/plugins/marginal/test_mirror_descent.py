@@ -10,6 +10,9 @@ import mbi
 import numpy as np
 import pytest
 
+from dpgym import Budget
+from dpgym.plugins.datasets import benefits
+from dpgym.plugins.generators import mst
 from dpgym.plugins.marginal.domain import TableDomain
 from dpgym.plugins.marginal.mirror_descent import SummingTree, _into, _project, mirror_descent
 from dpgym.plugins.marginal.model import Measurements, ModelMarginals, estimate, marginal_counts, measure, model_domain
@@ -92,3 +95,11 @@ def test_a_summing_tree_reads_and_spreads_a_nodes_cliques_as_one_at_a_time_would
     expected = sum(np.broadcast_to(_into(potentials[c], c, node), domain.shape) for c in cliques)
     np.testing.assert_allclose(tree.spread(potentials, domain.shape), expected, rtol=1e-12)
     assert np.array_equal(SummingTree(node, [], domain).spread({}, domain.shape), np.zeros(domain.shape))
+
+
+def test_a_proposal_whose_tables_all_but_underflow_gives_no_nan_counts():
+    """MST on Benefits (seed 0) proposes steps after which a node's table sums to a denormal number;
+    scaled to counts, its zeros became NaN (0 × inf). Such tables go through log space instead."""
+    split = benefits.SPEC.load()
+    with np.errstate(invalid="raise", divide="raise"):
+        mst.SPEC.build({}).fit(split.train.copy(), benefits.schema(), Budget(1.0, 1e-5), seed=0)
