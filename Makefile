@@ -2,7 +2,7 @@
 SUITE ?= smoke
 OUT ?= runs/$(SUITE)
 
-.PHONY: setup benchmark test test-fast golden benchmarks results
+.PHONY: setup benchmark test test-fast golden benchmarks results checkpoint
 
 setup:
 	@bash scripts/setup.sh
@@ -32,7 +32,8 @@ benchmarks: setup
 
 # The committed reference results (leaderboard/results/<suite>/; docs/results.md): each suite runs
 # into runs/results/<suite> (re-running resumes it), then its leaderboard, report and manifest are
-# copied beside the suite's name. Each suite's CPU hours: docs/measurements.md.
+# copied beside the suite's name. Each suite's CPU hours: docs/measurements.md. A checkpoint of the suite
+# (`make checkpoint`), when runs/results/<suite> has no cells, is where its run starts.
 RESULTS ?= main main-large marginal paper-dp-nf paper-expm-nf paper-dp-auto-gan paper-dp-hflow-nonprivate paper-dp-hflow
 # The part of a suite's grid the committed results cover, where not all of it (docs/results.md says why).
 RESULTS_ARGS_marginal = --datasets adult --epsilons 0.5,1 --seeds 3
@@ -43,12 +44,13 @@ RESULTS_ARGS_paper-dp-hflow-nonprivate = --seeds 3
 RESULTS_ARGS_paper-dp-hflow = --datasets adult --epsilons 1 --seeds 3
 # The one-run audit of each generator at each ε, into the same directory: the report shows it beside the
 # claimed and spent ε (docs/privacy.md#one-run-audit). A fit past main's cell limit fails its audit.
-AUDIT_OPTIONS = --datasets adult --canaries 1000 --audit-rows 2000 --synthetic-rows 5000 --timeout 30m
+AUDIT_OPTIONS = --datasets adult --canaries 1000 --audit-rows 2000 --synthetic-rows 5000 --timeout 10m
 RESULTS_AUDIT_marginal = --generators aim,mst,independent,dp_hflow,dp_merf --epsilons 0.5,1 $(AUDIT_OPTIONS)
-RESULTS_AUDIT_main = --generators aim,mst,dp_hflow,dp_nf,dp_autogan,dp_merf,dp_cgan,dp_vae,dp_mog,independent,uniform,real \
+RESULTS_AUDIT_main = --generators aim,mst,privbayes,privsyn,dp_hflow,dp_nf,dp_autogan,dp_merf,dp_cgan,dp_vae,dp_mog,independent,uniform,real \
                      --epsilons 0.5,1,4 $(AUDIT_OPTIONS)
 
 define publish
+	.venv/bin/python scripts/checkpoint.py unpack $(1)
 	.venv/bin/dpgym run --suite $(1) --out runs/results/$(1) --no-progress $(RESULTS_ARGS_$(1))
 	$(if $(RESULTS_AUDIT_$(1)),.venv/bin/dpgym audit $(RESULTS_AUDIT_$(1)) --out runs/results/$(1) > /dev/null)
 	.venv/bin/dpgym leaderboard runs/results/$(1) > /dev/null
@@ -58,8 +60,16 @@ define publish
 	   runs/results/$(1)/run.json leaderboard/results/$(1)/
 	if grep -q '^references' leaderboard/suites/$(1).toml; then \
 	  .venv/bin/dpgym compare runs/results/$(1) > /dev/null && cp runs/results/$(1)/compare-*.* leaderboard/results/$(1)/; fi
+	rm -f leaderboard/checkpoints/$(1).tar.xz
 
 endef
 
 results: setup
 	$(foreach suite,$(RESULTS),$(call publish,$(suite)))
+
+# A suite longer than a session: pack what its run has finished into leaderboard/checkpoints/ to commit;
+# `make results` resumes from it on another machine (scripts/checkpoint.py says what it holds).
+checkpoint: setup
+	for suite in $(RESULTS); do \
+	  if [ -d runs/results/$$suite/cells ]; then .venv/bin/python scripts/checkpoint.py pack $$suite || exit 2; fi; \
+	done

@@ -4,6 +4,7 @@ the run's cells (`RunStore.figures`), so a report rebuilt with nothing new draws
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import multiprocessing
@@ -155,9 +156,12 @@ def _drawn_cell(mine: pd.DataFrame, reference: float) -> pd.Series | None:
 
 
 def _figures_stamp(store: RunStore, key: str) -> dict[str, Any]:
+    """What a cell's drawn figures depend on. The result by its content, not its file's time: a run
+    directory carried to another machine (scripts/checkpoint.py) keeps its figures without its
+    synthetic rows."""
     result = store.result_path(key)
     return {"version": FIGURES_VERSION, "matplotlib": version("matplotlib"),
-            "result": result.stat().st_mtime_ns if result.exists() else None}
+            "result": hashlib.sha256(result.read_bytes()).hexdigest() if result.exists() else None}
 
 
 def _stored_figures(store: RunStore, key: str) -> dict[str, Any] | None:
