@@ -395,6 +395,14 @@ def cmd_audit(args: argparse.Namespace, registry: Registry, console: Console, er
     if estimates:
         console.print("  The verdict rests on the ε lower bound alone. A GDP estimate assumes a Gaussian trade-off curve: "
                       "it is no bound, and overstates ε for mechanisms far from Gaussian.", markup=False, soft_wrap=True)
+    one_run = [s for s in summaries if s["status"] == "ok" and s.get("mode") == "one_run"]
+    for s in one_run:
+        console.print(f"  {s['generator']} × {s['dataset']} × ε={s['epsilon_claimed']:g}: ε bound by {s['bound']}; "
+                      f"{_mu_bound(s)}", markup=False, soft_wrap=True)
+    if one_run:
+        console.print("  The verdict rests on the ε lower bound alone (Steinke et al.'s or the f-DP one, whichever is "
+                      "larger). The μ bound rejects μ-GDP only: the ε beside it holds if the trade-off curve is Gaussian, "
+                      "which DP-SGD's is not exactly.", markup=False, soft_wrap=True)
     for s in summaries:
         if s["status"] != "ok":
             console.print(f"  {s['generator']} × {s['dataset']} × ε={s['epsilon_claimed']:g}: {s['error']}",
@@ -406,6 +414,12 @@ def _gdp_estimate(gdp: dict[str, Any]) -> str:
     """The GDP estimate in a line: μ̂ with its interval, and the ε it implies at the cell's δ."""
     (low, high), (eps_low, eps_high) = gdp["mu_interval"], gdp["epsilon_interval"]
     return f"μ̂ = {gdp['mu']:.3f} [{low:.3f}, {high:.3f}] → ε̂ = {gdp['epsilon']:.2f} [{eps_low:.2f}, {eps_high:.2f}]"
+
+
+def _mu_bound(summary: dict[str, Any]) -> str:
+    """A one-run audit's f-DP bound on μ in a line, with the ε a Gaussian trade-off curve would spend there."""
+    return (f"not μ-GDP for μ ≤ {summary['mu_lower']:.3f} ({summary['mu_attack']}), "
+            f"→ ε = {summary['mu_lower_epsilon']:.2f} at δ if Gaussian")
 
 
 def _check_game_settings(options: Any, cells: list[Any], registry: Registry) -> None:

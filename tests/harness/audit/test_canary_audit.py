@@ -12,9 +12,13 @@ import torch
 from torch import nn
 
 from dpgym import Budget
-from dpgym.audit.canary import canary_coins, canary_records, certify, epsilon_lower, guess_rules, p_value
+from scipy import stats
+
+from dpgym.audit.canary import (analyse, canary_coins, canary_records, certify, dp_inverse, epsilon_lower,
+                                fdp_epsilon_lower, fdp_rejects, gaussian_inverse, gdp_epsilon, guess_rules, mu_lower,
+                                p_value)
 from dpgym.cli import main
-from dpgym.privacy import DPSGD
+from dpgym.privacy import DPSGD, calibrate_gaussian
 from dpgym.privacy.canaries import gradient_canaries
 from tests.harness.audit.audit_faults import PLANTED
 
@@ -45,6 +49,65 @@ def test_certify_corrects_for_every_rule_and_score():
     separated = {"leak": included + rng.normal(0, 0.01, 1000)}
     best = certify(separated, included, 1e-5)["attacks"]["leak"]
     assert best["correct"] == best["guessed_in"] + best["guessed_out"] and best["lower"] > 3
+
+
+def test_at_zero_the_fdp_bound_rejects_only_where_fair_coins_are_unlikely_and_all_right_exactly_at_two_to_the_minus_k():
+    # At ε = 0 (or μ = 0) the coins are independent of the release: the count of right guesses is
+    # Binomial(k, 1/2), so a valid test rejects only counts whose fair-coin tail is below the level.
+    level = 0.05 / 16
+    for guesses in (10, 30, 100, 300):
+        binomial_first = next(c for c in range(guesses + 1) if stats.binom.sf(c - 1, guesses, 0.5) <= level)
+        for inverse in (dp_inverse(0.0, 0.0), gaussian_inverse(0.0)):
+            rejected = [c for c in range(guesses + 1) if fdp_rejects(inverse, 1000, guesses, c, level)]
+            assert rejected == list(range(rejected[0], guesses + 1))  # every count from the first rejected up
+            assert binomial_first <= rejected[0] <= binomial_first + 1  # valid, and at most one count looser
+    # k right of k: the recursion is the binomial's own, P = 2^-k
+    for guesses in (10, 30):
+        assert fdp_rejects(gaussian_inverse(0.0), 1000, guesses, guesses, 1.01 * 2.0**-guesses)
+        assert not fdp_rejects(gaussian_inverse(0.0), 1000, guesses, guesses, 0.99 * 2.0**-guesses)
+
+
+def test_the_fdp_bounds_grow_with_correct_guesses_and_match_the_closed_form_for_all_right_under_pure_dp():
+    # δ = 0, all r right: the recursion's tail is e^ε/(1 + e^ε) to the power r, Steinke et al.'s closed form
+    for guesses in (10, 100, 300):
+        p = 0.05 ** (1 / guesses)
+        assert fdp_epsilon_lower(1000, guesses, guesses, 0.0, 0.05) == pytest.approx(math.log(p / (1 - p)), rel=1e-6)
+    assert fdp_epsilon_lower(1000, 200, 100, 1e-5, 0.05) == 0.0 and mu_lower(1000, 200, 100, 0.05) == 0.0
+    for bound in (lambda v: fdp_epsilon_lower(1000, 200, v, 1e-5, 0.05), lambda v: mu_lower(1000, 200, v, 0.05)):
+        bounds = [bound(v) for v in (120, 150, 180, 200)]
+        assert bounds == sorted(bounds) and bounds[0] > 0
+    # the family is ordered: rejecting a μ rejects every smaller one
+    assert [fdp_rejects(gaussian_inverse(mu), 1000, 200, 170, 0.01) for mu in (0.0, 0.2, 0.4, 0.5, 0.8)] == [True] * 3 + [False] * 2
+
+
+def _gaussian_mechanism(mu: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """What white-box canaries see of an exactly μ-GDP release: each canary's score N(μ·coin, 1)."""
+    rng = np.random.default_rng(seed)
+    included = rng.random(1000) < 0.5
+    return rng.normal(mu * included, 1.0), included
+
+
+def test_on_an_exact_gaussian_mechanism_the_fdp_bound_is_at_least_steinkes_and_below_the_truth():
+    mu, delta = 2.0, 1e-5
+    truth = gdp_epsilon(mu, delta)  # 10.0: the mechanism is (10.0, 1e-5)-DP and no less
+    for seed in range(4):
+        scores, included = _gaussian_mechanism(mu, seed)
+        best = certify({"white_box": scores}, included, delta)["attacks"]["white_box"]
+        assert best["bound"] == "f-dp" and best["f_dp"] > best["steinke"] > 2.5
+        assert best["lower"] < truth  # no false violation of the true claim
+        # the μ bound is below the true μ, and read as ε under the (here true) Gaussian curve it is much tighter
+        assert 0.9 < best["mu_lower"] < mu and best["lower"] < best["mu_lower_epsilon"] < truth
+
+
+def test_a_gaussian_mechanism_with_four_times_the_claimed_mu_is_a_violation_and_the_honest_one_is_not():
+    claim, delta = 1.0, 1e-5
+    mu = 1 / calibrate_gaussian(claim, delta)  # 0.268: the μ whose Gaussian mechanism is (1, 1e-5)-DP
+    for seed in range(3):
+        scores, included = _gaussian_mechanism(4 * mu, seed)
+        found = analyse({"included": included.tolist(), "scores": {"gradient": scores.tolist()}, "dp_sgd_steps": 0}, delta)
+        assert found["epsilon_lower"] > claim and found["bound"] in ("steinke", "f-dp") and found["mu_lower"] > mu
+        scores, included = _gaussian_mechanism(mu, seed)
+        assert certify({"gradient": scores}, included, delta)["attacks"]["gradient"]["lower"] < claim
 
 
 def test_canaries_come_from_the_public_schema_and_their_coins_are_seeded(adult_schema):
@@ -99,7 +162,8 @@ def test_one_fit_catches_a_generator_that_resamples_its_training_rows(tmp_path, 
     argv = ["audit", "--generators", "resampler,independent", "--datasets", "adult", "--epsilons", "1",
             "--canaries", "1000", "--audit-rows", "1000", "--synthetic-rows", "5000", "--out", str(tmp_path)]
     assert main(argv) == 0
-    assert "canaries" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "canaries" in out and "not μ-GDP for μ ≤" in out
     audits = {a["generator"]: a for a in json.loads((tmp_path / "audits.json").read_text())["audits"]}
     assert audits["resampler"]["verdict"] == "violation" and audits["resampler"]["mode"] == "one_run"
     assert audits["independent"]["verdict"] == "consistent" and audits["independent"]["fits_done"] == 1

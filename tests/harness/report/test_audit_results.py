@@ -94,3 +94,19 @@ def test_a_run_without_audits_has_no_audit_section_or_columns(smoke_report, smok
     board = leaderboard_of(smoke_run, metric_info(report_registry)[0]).board
     assert "eps_lower" not in board and "audit_fits" not in board
     assert "ε lower" not in (smoke_run / "leaderboard.md").read_text()
+
+
+def test_a_one_run_audit_shows_its_mu_bound_beside_its_epsilon_bound(smoke_run, report_registry, tmp_path):
+    run = tmp_path / "run"
+    shutil.copytree(smoke_run, run)
+    suite = Suite(name="audit", generators=(MethodConfig("uniform"),), datasets=("adult",), epsilons=(1.0,),
+                  seeds=(0,), metrics=())
+    run_audits(expand(suite, report_registry), AuditOptions(fits=1, audit_rows=50, canaries=20), run, report_registry,
+               workers=1)
+    audit = stored_audit(run, 1.0)
+    assert audit["mode"] == "one_run" and audit["bound"] in ("steinke", "f-dp") and audit["mu_attack"] == "nearest"
+    html = report_of(run, report_registry, out=tmp_path / "report.html").read_text()
+    section = html.split('<h2 id="audit">', 1)[1].split('<h2 id="privacy">', 1)[0]
+    assert "<td>1, 20 canaries</td>" in section
+    assert f"μ ≥ {audit['mu_lower']:.3f} → {audit['mu_lower_epsilon']:.3f}" in section
+    assert "which bounds ε only if the mechanism's curve is Gaussian" in section
