@@ -45,7 +45,7 @@ RESULTS_ARGS_paper-dp-hflow = --datasets adult --epsilons 1 --seeds 3
 # The one-run audit of each generator at each ε, into the same directory: the report shows it beside the
 # claimed and spent ε (docs/privacy.md#one-run-audit). A fit past main's cell limit fails its audit.
 AUDIT_OPTIONS = --datasets adult --canaries 1000 --audit-rows 2000 --synthetic-rows 5000 --timeout 10m
-RESULTS_AUDIT_marginal = --generators aim,mst,independent,dp_hflow,dp_merf --epsilons 0.5,1 $(AUDIT_OPTIONS)
+RESULTS_AUDIT_marginal = --generators aim,mst,privbayes,privsyn,independent,dp_hflow,dp_merf --epsilons 0.5,1 $(AUDIT_OPTIONS)
 RESULTS_AUDIT_main = --generators aim,mst,privbayes,privsyn,dp_hflow,dp_nf,dp_autogan,dp_merf,dp_cgan,dp_vae,dp_mog,independent,uniform,real \
                      --epsilons 0.5,1,4 $(AUDIT_OPTIONS)
 
