@@ -368,8 +368,6 @@ def gdp_estimate(scores: np.ndarray, included: np.ndarray, delta: float) -> dict
     (2023) fit μ to a whole ROC; its 95% interval from the AUC's (Hanley & McNeil 1982), and the ε each
     implies at δ. It assumes the mechanism's trade-off curve is Gaussian, and overstates ε where it is
     not (a Laplace mechanism's), so it never decides a verdict."""
-    from opacus.accountants.analysis.gdp import eps_from_mu
-
     out, into = scores[~included], scores[included]
     if not (len(out) and len(into)):
         return {"mu": None, "mu_interval": [None, None], "epsilon": None, "epsilon_interval": [None, None], "auc": None}
@@ -382,12 +380,9 @@ def gdp_estimate(scores: np.ndarray, included: np.ndarray, delta: float) -> dict
     def mu_of(area: float) -> float:
         return float(math.sqrt(2) * stats.norm.ppf(min(max(area, 0.5), 1 - 1e-12)))
 
-    def epsilon_of(mu: float) -> float:
-        return float(eps_from_mu(mu=mu, delta=delta)) if mu > 0 else 0.0
-
     mus = [mu_of(auc), mu_of(auc - half), mu_of(auc + half)]
-    return {"auc": auc, "mu": mus[0], "mu_interval": mus[1:], "epsilon": epsilon_of(mus[0]),
-            "epsilon_interval": [epsilon_of(m) for m in mus[1:]]}
+    return {"auc": auc, "mu": mus[0], "mu_interval": mus[1:], "epsilon": canary.gdp_epsilon(mus[0], delta),
+            "epsilon_interval": [canary.gdp_epsilon(m, delta) for m in mus[1:]]}
 
 
 def attack_scores(records: list[dict[str, Any]], choosing: np.ndarray) -> dict[str, tuple[np.ndarray, np.ndarray]]:
